@@ -521,6 +521,19 @@ TEST(malformed_tensors) {
     uint64_t big[4] = {1ull << 32, 1ull << 31, 1, 1};
     one_tensor(&r, "bytes.weight", 2, big, OB_TYPE_F32, 0, 64);
     expect_bad(&r, OB_ERR_FORMAT, "bytes.weight");
+    /* alignment 1 is legal, but an f32 tensor at an odd offset is not */
+    r_hdr(&r, 1, 1);
+    r_str(&r, "general.alignment");
+    r_u32(&r, OB_GGUF_U32);
+    r_u32(&r, 1);
+    r_str(&r, "odd.weight");
+    r_u32(&r, 1);
+    r_u64(&r, 8);
+    r_u32(&r, OB_TYPE_F32);
+    r_u64(&r, (r.n + 12) % 4 == 0 ? 1 : 0); /* lands the data on an odd address */
+    memset(r.b + r.n, 0, 64);
+    r.n += 64;
+    expect_bad(&r, OB_ERR_FORMAT, "aligned to the 4 bytes");
     /* duplicate tensor names */
     r_hdr(&r, 2, 0);
     for (int i = 0; i < 2; i++) {

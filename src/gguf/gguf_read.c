@@ -377,6 +377,15 @@ static int parse_file(ob_gguf *g, int file_idx, bool is_first, ob_gguf_tensor **
             return ob_err(OB_ERR_FORMAT,
                           "tensor '%s': data [%" PRIu64 ", +%zu) at file offset %" PRIu64 " lies outside the file (%zu bytes)",
                           t->name, t->offset, t->nbytes, data_start + t->offset, f->size);
+        /* Kernels read block fields in place (halves, floats, int64s): the data
+         * must sit on the natural alignment of its type, even when the file
+         * declares a tiny general.alignment. */
+        const ob_type_traits *tr = ob_type_get((int)t->type);
+        uint64_t need = tr->type_size & (~tr->type_size + 1); /* largest power of two dividing it */
+        if (need > 8) need = 8;
+        if ((data_start + t->offset) % need != 0)
+            return ob_err(OB_ERR_FORMAT, "tensor '%s': data at file offset %" PRIu64 " is not aligned to the %" PRIu64
+                          " bytes type %s needs", t->name, data_start + t->offset, need, tr->name);
         t->data = f->data + data_start + t->offset;
     }
     *n_tensors = first + (int64_t)n_t;

@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Type ids exactly as ggml numbers them (GGUF stores these). Gaps are ids
  * ggml has retired; they are rejected when read. */
 typedef enum ob_type {
@@ -77,5 +81,9 @@ float ob_fp16_to_fp32(uint16_t h);
 uint16_t ob_fp32_to_fp16(float f);
 float ob_bf16_to_fp32(uint16_t h);
 uint16_t ob_fp32_to_bf16(float f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

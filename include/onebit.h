@@ -10,6 +10,7 @@
 #ifndef ONEBIT_H
 #define ONEBIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,132 @@ const char *ob_last_error(void);
 
 /* "0.1.0 (commit abc1234)". */
 const char *ob_version_string(void);
+
+/* ======================================================================
+ * Models and contexts
+ *
+ * A model is the loaded, read-only weights and vocabulary (shareable between
+ * contexts). A context owns a KV cache of fixed-size pages shared by up to
+ * n_seq_max sequences, the activation buffers and the CPU threads; it is not
+ * thread-safe: one thread drives it.
+ * ====================================================================== */
+
+typedef struct ob_model ob_model;
+typedef struct ob_context ob_context;
+typedef int32_t ob_token;
+
+typedef struct ob_model_params {
+    const char *device;  /* "cpu" (default) */
+    int n_threads;       /* threads for load-time work; <= 0: all cores */
+} ob_model_params;
+
+ob_model_params ob_model_default_params(void);
+/* Load a GGUF model. Errors name the missing key or bad tensor. */
+int ob_model_load(const char *path, const ob_model_params *params, ob_model **out);
+void ob_model_free(ob_model *model);
+
+const char *ob_model_arch(const ob_model *model);   /* "llama", "qwen2", ... */
+const char *ob_model_name(const ob_model *model);   /* general.name or the arch */
+int32_t ob_model_n_vocab(const ob_model *model);
+int32_t ob_model_n_ctx_train(const ob_model *model);
+int32_t ob_model_n_embd(const ob_model *model);
+int32_t ob_model_n_layer(const ob_model *model);
+uint64_t ob_model_n_params(const ob_model *model);
+uint64_t ob_model_size_bytes(const ob_model *model);
+/* "llama 5 layers, 64 embd, f32" style one-line description. */
+void ob_model_desc(const ob_model *model, char *buf, size_t size);
+
+typedef enum ob_kv_type {
+    OB_KV_F16 = 0,
+    OB_KV_F32 = 1,
+    OB_KV_Q8_0 = 2,
+} ob_kv_type;
+
+typedef struct ob_context_params {
+    int32_t n_ctx;        /* positions per sequence (0: the model's training context, capped at 4096) */
+    int32_t n_seq_max;    /* sequences that can be live at once (default 1) */
+    int32_t n_batch;      /* most tokens one ob_decode call may carry (default 512) */
+    int32_t n_threads;    /* CPU threads (<= 0: all cores) */
+    ob_kv_type kv_type;   /* default F16 */
+    int32_t kv_block_size;/* tokens per KV page (default 32) */
+    int64_t kv_blocks;    /* pages in the pool (0: enough for n_seq_max full sequences) */
+} ob_context_params;
+
+ob_context_params ob_context_default_params(void);
+int ob_context_create(ob_model *model, const ob_context_params *params, ob_context **out);
+void ob_context_free(ob_context *ctx);
+const ob_context_params *ob_context_get_params(const ob_context *ctx);
+
+/* A batch of tokens, any mix of sequences. For each sequence the tokens must
+ * continue it in order: positions seq_len, seq_len + 1, ... (use
+ * ob_seq_remove to go back). logits[i] != 0 asks for token i's logits. */
+typedef struct ob_batch {
+    int32_t n_tokens;
+    const ob_token *token;   /* [n_tokens] */
+    const int32_t *pos;      /* [n_tokens] */
+    const int32_t *seq_id;   /* [n_tokens] */
+    const int8_t *logits;    /* [n_tokens]; NULL: only the last token */
+} ob_batch;
+
+/* Run the model on a batch and append its keys/values to the sequences.
+ * OB_ERR_FULL when the KV pool has no room (nothing is changed then). */
+int ob_decode(ob_context *ctx, const ob_batch *batch);
+/* Logits [n_vocab] of batch token i from the last ob_decode (it must have
+ * asked for them); NULL otherwise. Valid until the next ob_decode. */
+const float *ob_get_logits(ob_context *ctx, int32_t i);
+
+/* Positions held by a sequence (its next position). */
+int32_t ob_seq_len(const ob_context *ctx, int32_t seq_id);
+/* Drop positions [p0, end) of a sequence (p0 = 0 clears it); frees its pages. */
+int ob_seq_remove(ob_context *ctx, int32_t seq_id, int32_t p0);
+/* Make dst share src's first n_pos positions (pages shared, copied on write). */
+int ob_seq_copy(ob_context *ctx, int32_t src, int32_t dst, int32_t n_pos);
+/* KV pages: total and in use. */
+void ob_kv_usage(const ob_context *ctx, int64_t *used_blocks, int64_t *total_blocks);
+
+/* ======================================================================
+ * Tokens
+ * ====================================================================== */
+
+/* Encode text. Writes up to n_max ids and returns the count, or, when
+ * n_max is too small, the negative of the count needed (and nothing else
+ * changes). add_special adds BOS/EOS as the model asks; parse_special lets
+ * text like "<|im_start|>" become its special token. */
+int32_t ob_tokenize(const ob_model *model, const char *text, size_t len, bool add_special, bool parse_special,
+                    ob_token *ids, int32_t n_max);
+/* The bytes a token stands for (may be part of a UTF-8 character). Returns
+ * the length, or the negative length needed when size is too small. */
+int32_t ob_token_to_piece(const ob_model *model, ob_token id, char *buf, int32_t size, bool special);
+ob_token ob_token_bos(const ob_model *model); /* -1 if none */
+ob_token ob_token_eos(const ob_model *model);
+bool ob_token_is_eog(const ob_model *model, ob_token id); /* end of generation (EOS, EOT, ...) */
+
+/* ======================================================================
+ * Sampling
+ * ====================================================================== */
+
+typedef struct ob_sampler ob_sampler;
+
+typedef struct ob_sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    int32_t repeat_last_n;   /* window for the penalties (-1: all seen) */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    uint64_t seed;
+} ob_sampler_params;
+
+ob_sampler_params ob_sampler_default_params(void);
+int ob_sampler_create(const ob_sampler_params *params, int32_t n_vocab, ob_sampler **out);
+void ob_sampler_free(ob_sampler *s);
+/* Pick a token from logits [n_vocab] (not modified). */
+ob_token ob_sampler_sample(ob_sampler *s, const float *logits);
+/* Tell the sampler a token was added to the sequence (prompt or generated). */
+void ob_sampler_accept(ob_sampler *s, ob_token id);
+void ob_sampler_reset(ob_sampler *s);
 
 #ifdef __cplusplus
 }

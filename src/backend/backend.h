@@ -1,0 +1,162 @@
+/*
+ * backend.h - the interface every device implements: tensors in the
+ * device's memory and the ops a transformer forward pass needs.
+ *
+ * The model code (src/model) calls these ops in order, one batch of tokens at
+ * a time; a backend runs each op (the CPU backend at once on its thread pool;
+ * the CUDA backend will record them into a graph). Ops take tensors the
+ * backend owns and return 0 or a negative ob_status.
+ *
+ * Shapes follow ggml: ne[0] is the contiguous dimension. A weight matrix W
+ * of nout rows by nin columns has ne = {nin, nout}; activations of n tokens
+ * with d features have ne = {d, n}. Activations are always F32 and
+ * contiguous; weights may be any ob_type.
+ *
+ * The paged KV cache's storage is backend memory described by ob_kv_store:
+ * per layer, K and V pools of [n_blocks * block_size] rows of kv_dim
+ * elements. The engine owns block tables and reference counts; ops only see
+ * slot numbers (block * block_size + offset).
+ */
+#ifndef OB_BACKEND_BACKEND_H
+#define OB_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../quant/quant.h"
+
+typedef struct ob_backend ob_backend;
+
+typedef struct ob_tensor {
+    ob_type type;
+    int64_t ne[4];     /* elements per dimension; unused = 1 */
+    size_t nb[4];      /* bytes between consecutive elements of each dimension */
+    void *data;        /* device memory (host memory for the CPU backend) */
+    const char *name;  /* for messages; may be NULL */
+} ob_tensor;
+
+/* Fill ne/nb for a contiguous tensor of `type` with n_dims dims. */
+void ob_tensor_init(ob_tensor *t, ob_type type, int n_dims, const int64_t *ne, void *data);
+/* Contiguous 2-D F32 activations [n rows of d]. */
+void ob_tensor_f32_2d(ob_tensor *t, int64_t d, int64_t n, float *data);
+int64_t ob_tensor_nelements(const ob_tensor *t);
+size_t ob_tensor_nbytes(const ob_tensor *t);
+/* Row i of a 2-D tensor. */
+static inline void *ob_tensor_row(const ob_tensor *t, int64_t i) { return (char *)t->data + (size_t)i * t->nb[1]; }
+
+/* RoPE variants. */
+typedef enum ob_rope_mode {
+    OB_ROPE_NORMAL = 0, /* rotate pairs (2i, 2i+1) - llama GGUFs (q/k rows permuted by the converter) */
+    OB_ROPE_NEOX = 2,   /* rotate pairs (i, i + n_rot/2) - qwen, gpt-neox, phi */
+} ob_rope_mode;
+
+typedef enum ob_rope_scaling {
+    OB_ROPE_SCALING_NONE = 0,
+    OB_ROPE_SCALING_LINEAR = 1,
+    OB_ROPE_SCALING_YARN = 2,
+    OB_ROPE_SCALING_LLAMA3 = 3, /* per-dimension factors from the rope_freqs tensor */
+} ob_rope_scaling;
+
+typedef struct ob_rope_params {
+    ob_rope_mode mode;
+    int n_rot;              /* dimensions rotated per head (<= head_dim) */
+    float freq_base;        /* theta */
+    float freq_scale;       /* 1/factor for linear and yarn; 1 otherwise */
+    int n_ctx_orig;         /* original training context (yarn) */
+    float ext_factor;       /* yarn: 0 disables the ramp, 1 = full */
+    float attn_factor;      /* multiplies sin/cos (yarn mscale base) */
+    float beta_fast, beta_slow;
+    const float *freq_factors; /* [n_rot/2] divisors of each frequency, or NULL (host memory) */
+} ob_rope_params;
+
+/* KV cache storage: one pool per layer for K and one for V. */
+typedef struct ob_kv_store {
+    ob_type type;        /* F32, F16 or Q8_0 */
+    int n_layer;
+    int64_t kv_dim;      /* n_head_kv * head_dim elements per row */
+    int64_t n_slots;     /* n_blocks * block_size */
+    int block_size;
+    size_t row_bytes;    /* ob_row_size(type, kv_dim) */
+    void **k;            /* [n_layer] -> [n_slots][row_bytes] */
+    void **v;            /* [n_layer] -> [n_slots][row_bytes] */
+} ob_kv_store;
+
+/* What one query token of the batch sees of the cache. The token at position
+ * pos of its sequence attends to positions [kv_start, pos] (kv_start > 0 for
+ * sliding windows); position p lives in slot block_table[p / block_size] *
+ * block_size + p % block_size. */
+typedef struct ob_attn_token {
+    const int32_t *block_table;
+    int32_t pos;
+    int32_t kv_start;
+} ob_attn_token;
+
+typedef struct ob_attn_params {
+    int n_head, n_head_kv, head_dim;
+    float scale;          /* usually 1/sqrt(head_dim) */
+    float softcap;        /* 0 = none; else scores = softcap * tanh(scores / softcap) */
+} ob_attn_params;
+
+typedef enum ob_act {
+    OB_ACT_SILU = 0,
+    OB_ACT_GELU = 1,      /* tanh approximation */
+    OB_ACT_GELU_ERF = 2,
+    OB_ACT_RELU2 = 3,     /* squared ReLU */
+} ob_act;
+
+/* The device interface. Every op is required unless marked optional. */
+typedef struct ob_backend_ops {
+    const char *name;
+    void (*free)(ob_backend *b);
+
+    /* memory */
+    int (*alloc)(ob_backend *b, size_t nbytes, void **out);  /* zero-filled */
+    void (*release)(ob_backend *b, void *p);
+    int (*upload)(ob_backend *b, void *dst, const void *src, size_t n);
+    int (*download)(ob_backend *b, void *dst, const void *src, size_t n);
+    /* device-to-device copy (KV blocks on copy-on-write) */
+    int (*copy)(ob_backend *b, void *dst, const void *src, size_t n);
+    /* Tensors of the model file: the CPU backend points into the mapping;
+     * a GPU backend copies. */
+    int (*weight)(ob_backend *b, ob_tensor *t, const void *host_data);
+
+    /* ops; `out` may alias `x` where noted */
+    int (*get_rows)(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
+    /* out[n][nout] = x[n][nin] * W^T  (+ bias[nout] if bias) */
+    int (*matmul)(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
+    /* RMSNorm over groups of `group` elements of each row (group = row length
+     * for a plain norm, head_dim for per-head q/k norms); weight [group] or NULL. out may alias x. */
+    int (*rms_norm)(ob_backend *b, const ob_tensor *x, const ob_tensor *weight, float eps, int64_t group,
+                    ob_tensor *out);
+    int (*layer_norm)(ob_backend *b, const ob_tensor *x, const ob_tensor *weight, const ob_tensor *bias, float eps,
+                      ob_tensor *out);
+    /* In place on x [n][n_head * head_dim]; pos[n] host memory. */
+    int (*rope)(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const int32_t *pos, const ob_rope_params *p);
+    /* Write k/v rows [n][kv_dim] into layer il's pools at slots[n] (host memory). */
+    int (*kv_write)(ob_backend *b, const ob_kv_store *kv, int il, const ob_tensor *k, const ob_tensor *v,
+                    const int32_t *slots);
+    /* out[n][n_head*head_dim] = softmax(q k^T * scale + mask) v over the cache. */
+    int (*attention)(ob_backend *b, const ob_kv_store *kv, int il, const ob_tensor *q, const ob_attn_token *toks,
+                     const ob_attn_params *p, ob_tensor *out);
+    /* out = act(gate) * up (gated) or act(x) when up == NULL. out may alias gate. */
+    int (*glu)(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out);
+    /* out = a + b (same shape, or b a single row broadcast). out may alias a. */
+    int (*add)(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tensor *out);
+    /* out = x * s. out may alias x. */
+    int (*scale)(ob_backend *b, const ob_tensor *x, float s, ob_tensor *out);
+    /* Copy rows idx[n] of x into out (gather). */
+    int (*gather_rows)(ob_backend *b, const ob_tensor *x, const int32_t *idx, int64_t n, ob_tensor *out);
+    /* Make sure all queued work has finished (optional; NULL = synchronous). */
+    int (*sync)(ob_backend *b);
+} ob_backend_ops;
+
+struct ob_backend {
+    const ob_backend_ops *ops;
+};
+
+/* The CPU backend with its own thread pool (n_threads <= 0: all cores). */
+int ob_backend_cpu_create(int n_threads, ob_backend **out);
+void ob_backend_free(ob_backend *b);
+
+#endif

@@ -1,0 +1,403 @@
+/*
+ * engine.c - the public model/context API of include/onebit.h: loading a
+ * model, contexts with a paged KV cache shared by several sequences, and
+ * ob_decode, which turns a batch of (token, position, sequence) into KV
+ * entries and logits.
+ *
+ * ob_decode checks the whole batch and reserves every KV block it needs
+ * before any compute, so a batch either runs completely or changes nothing
+ * (OB_ERR_FULL when the pool is short).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "../model/model.h"
+#include "kv_cache.h"
+#include "onebit.h"
+
+typedef struct ob_seq {
+    int32_t n_pos;     /* positions held */
+    int32_t *blocks;   /* block table [cap] */
+    int32_t n_blocks;
+    int32_t cap;
+} ob_seq;
+
+struct ob_context {
+    ob_model *model;
+    ob_context_params p;
+    ob_backend *backend;   /* owned: the context's threads */
+    ob_kv_cache kv;
+    ob_seq *seqs;          /* [n_seq_max] */
+    float *work;           /* backend workspace for n_batch tokens */
+    size_t work_floats;
+    /* per-batch host arrays, [n_batch] each */
+    int32_t *slots, *out_idx, *batch_to_out, *next_pos;
+    ob_attn_token *attn;
+    /* logits: backend buffer and host copy, [n_out_cap][n_vocab] */
+    float *logits_dev, *logits;
+    int32_t n_out_cap, n_out;
+    int32_t n_last;        /* tokens in the last successful batch */
+};
+
+/* ---------------- model ---------------- */
+
+ob_model_params ob_model_default_params(void) {
+    ob_model_params p = {"cpu", 0};
+    return p;
+}
+
+int ob_model_load(const char *path, const ob_model_params *params, ob_model **out) {
+    *out = NULL;
+    ob_model_params p = params ? *params : ob_model_default_params();
+    if (p.device && strcmp(p.device, "cpu") != 0)
+        return ob_err(OB_ERR_UNSUPPORTED, "device '%s' is not available (only 'cpu' in this build)", p.device);
+    ob_model *m = ob_calloc(1, sizeof *m);
+    if (!m) return ob_err(OB_ERR_OOM, "model");
+    int rc = ob_gguf_open(path, &m->gguf);
+    if (rc == 0) {
+        /* The loader's backend only binds weights; contexts bring their own threads. */
+        rc = ob_backend_cpu_create(1, &m->backend);
+    }
+    const char *arch = NULL;
+    if (rc == 0) rc = ob_gguf_get_str(m->gguf, "general.architecture", &arch);
+    if (rc == 0) {
+        snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
+        m->arch = ob_arch_find(arch);
+        if (!m->arch)
+            rc = ob_err(OB_ERR_UNSUPPORTED, "architecture '%s' is not supported yet (supported: %s)", arch, ob_arch_list());
+    }
+    if (rc == 0) {
+        const char *name = NULL;
+        if (ob_gguf_get_str(m->gguf, "general.name", &name) == 0)
+            snprintf(m->name, sizeof m->name, "%s", name);
+        else
+            snprintf(m->name, sizeof m->name, "%s", m->arch_name);
+        ob_err_clear();
+        rc = m->arch->load(m);
+    }
+    if (rc == 0) rc = ob_model_load_tokenizer(m);
+    if (rc < 0) {
+        ob_err_wrap(rc, "%s", path);
+        ob_model_free(m);
+        return rc;
+    }
+    OB_LOGI("loaded %s: %s, %lld layers, %lld embd, %llu params", path, m->arch_name, (long long)m->hp.n_layer,
+            (long long)m->hp.n_embd, (unsigned long long)m->n_params);
+    *out = m;
+    return 0;
+}
+
+void ob_model_free(ob_model *m) {
+    if (!m) return;
+    ob_model_free_tokenizer(m);
+    ob_free(m->layers);
+    ob_free(m->rope_freqs);
+    ob_backend_free(m->backend);
+    ob_gguf_free(m->gguf);
+    ob_free(m);
+}
+
+const char *ob_model_arch(const ob_model *m) { return m->arch_name; }
+const char *ob_model_name(const ob_model *m) { return m->name; }
+int32_t ob_model_n_vocab(const ob_model *m) { return (int32_t)m->hp.n_vocab; }
+int32_t ob_model_n_ctx_train(const ob_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t ob_model_n_embd(const ob_model *m) { return (int32_t)m->hp.n_embd; }
+int32_t ob_model_n_layer(const ob_model *m) { return (int32_t)m->hp.n_layer; }
+uint64_t ob_model_n_params(const ob_model *m) { return m->n_params; }
+uint64_t ob_model_size_bytes(const ob_model *m) { return m->n_bytes; }
+
+void ob_model_desc(const ob_model *m, char *buf, size_t size) {
+    double p = (double)m->n_params;
+    const char *unit = p >= 1e9 ? "B" : p >= 1e6 ? "M" : "K";
+    double scaled = p >= 1e9 ? p / 1e9 : p >= 1e6 ? p / 1e6 : p / 1e3;
+    snprintf(buf, size, "%s %.1f%s %s", m->arch_name, scaled, unit, ob_type_name(m->layers ? m->layers[0].wq.type : 0));
+}
+
+/* ---------------- context ---------------- */
+
+ob_context_params ob_context_default_params(void) {
+    ob_context_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.n_seq_max = 1;
+    p.n_batch = 512;
+    p.n_threads = 0;
+    p.kv_type = OB_KV_F16;
+    p.kv_block_size = 32;
+    p.kv_blocks = 0;
+    return p;
+}
+
+const ob_context_params *ob_context_get_params(const ob_context *ctx) { return &ctx->p; }
+
+static ob_type kv_ob_type(ob_kv_type t) {
+    switch (t) {
+    case OB_KV_F32: return OB_TYPE_F32;
+    case OB_KV_Q8_0: return OB_TYPE_Q8_0;
+    default: return OB_TYPE_F16;
+    }
+}
+
+int ob_context_create(ob_model *m, const ob_context_params *params, ob_context **out) {
+    *out = NULL;
+    ob_context_params p = params ? *params : ob_context_default_params();
+    if (p.n_ctx <= 0) p.n_ctx = m->hp.n_ctx_train < 4096 ? (int32_t)m->hp.n_ctx_train : 4096;
+    if (p.n_seq_max <= 0) p.n_seq_max = 1;
+    if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.kv_block_size <= 0) p.kv_block_size = 32;
+    if (p.n_seq_max > 4096 || p.n_batch > 1 << 20 || p.n_ctx > 1 << 24)
+        return ob_err(OB_ERR_INVALID_ARG, "context: n_seq_max %d, n_batch %d or n_ctx %d is too large", p.n_seq_max,
+                      p.n_batch, p.n_ctx);
+    int64_t blocks_per_seq = (p.n_ctx + p.kv_block_size - 1) / p.kv_block_size;
+    if (p.kv_blocks <= 0) p.kv_blocks = blocks_per_seq * p.n_seq_max;
+
+    ob_context *c = ob_calloc(1, sizeof *c);
+    if (!c) return ob_err(OB_ERR_OOM, "context");
+    c->model = m;
+    c->p = p;
+    int rc = ob_backend_cpu_create(p.n_threads, &c->backend);
+    if (rc == 0)
+        rc = ob_kv_cache_init(&c->kv, c->backend, kv_ob_type(p.kv_type), (int)m->hp.n_layer,
+                              m->hp.n_head_kv * m->hp.head_dim, p.kv_block_size, p.kv_blocks);
+    if (rc == 0) {
+        c->seqs = ob_calloc((size_t)p.n_seq_max, sizeof *c->seqs);
+        c->slots = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
+        c->out_idx = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
+        c->batch_to_out = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
+        c->next_pos = ob_calloc((size_t)p.n_seq_max, sizeof(int32_t));
+        c->attn = ob_calloc((size_t)p.n_batch, sizeof(ob_attn_token));
+        if (!c->seqs || !c->slots || !c->out_idx || !c->batch_to_out || !c->next_pos || !c->attn)
+            rc = ob_err(OB_ERR_OOM, "context tables");
+    }
+    if (rc == 0) {
+        c->work_floats = m->arch->work_size(m, p.n_batch);
+        rc = c->backend->ops->alloc(c->backend, c->work_floats * sizeof(float), (void **)&c->work);
+    }
+    if (rc < 0) {
+        ob_context_free(c);
+        return rc;
+    }
+    OB_LOGI("context: n_ctx %d x %d sequences, KV %s, %lld blocks of %d (%.1f MiB)", p.n_ctx, p.n_seq_max,
+            ob_type_name(c->kv.store.type), (long long)p.kv_blocks, p.kv_block_size,
+            (double)ob_kv_cache_bytes(&c->kv) / (1 << 20));
+    *out = c;
+    return 0;
+}
+
+void ob_context_free(ob_context *c) {
+    if (!c) return;
+    if (c->seqs)
+        for (int32_t s = 0; s < c->p.n_seq_max; s++) {
+            for (int32_t i = 0; i < c->seqs[s].n_blocks; i++) ob_kv_block_release(&c->kv, c->seqs[s].blocks[i]);
+            ob_free(c->seqs[s].blocks);
+        }
+    if (c->backend) {
+        ob_kv_cache_free(&c->kv);
+        if (c->work) c->backend->ops->release(c->backend, c->work);
+        if (c->logits_dev) c->backend->ops->release(c->backend, c->logits_dev);
+    }
+    ob_free(c->logits);
+    ob_free(c->seqs);
+    ob_free(c->slots);
+    ob_free(c->out_idx);
+    ob_free(c->batch_to_out);
+    ob_free(c->next_pos);
+    ob_free(c->attn);
+    ob_backend_free(c->backend);
+    ob_free(c);
+}
+
+/* ---------------- sequences ---------------- */
+
+static int seq_reserve_table(ob_seq *s, int32_t n) {
+    if (n <= s->cap) return 0;
+    int32_t cap = s->cap ? s->cap : 8;
+    while (cap < n) cap *= 2;
+    int32_t *b = ob_realloc(s->blocks, (size_t)cap * sizeof(int32_t));
+    if (!b) return ob_err(OB_ERR_OOM, "block table");
+    s->blocks = b;
+    s->cap = cap;
+    return 0;
+}
+
+static int check_seq(const ob_context *c, int32_t s) {
+    if (s < 0 || s >= c->p.n_seq_max)
+        return ob_err(OB_ERR_INVALID_ARG, "sequence id %d is outside 0..%d", s, c->p.n_seq_max - 1);
+    return 0;
+}
+
+int32_t ob_seq_len(const ob_context *c, int32_t s) {
+    if (check_seq(c, s) < 0) return 0;
+    return c->seqs[s].n_pos;
+}
+
+static void seq_truncate(ob_context *c, ob_seq *s, int32_t p0) {
+    if (p0 < 0) p0 = 0;
+    if (p0 < s->n_pos) s->n_pos = p0;
+    int32_t keep = (p0 + c->p.kv_block_size - 1) / c->p.kv_block_size;
+    while (s->n_blocks > keep) ob_kv_block_release(&c->kv, s->blocks[--s->n_blocks]);
+}
+
+int ob_seq_remove(ob_context *c, int32_t seq, int32_t p0) {
+    OB_TRY(check_seq(c, seq));
+    seq_truncate(c, &c->seqs[seq], p0);
+    return 0;
+}
+
+int ob_seq_copy(ob_context *c, int32_t src, int32_t dst, int32_t n_pos) {
+    OB_TRY(check_seq(c, src));
+    OB_TRY(check_seq(c, dst));
+    if (src == dst) return 0;
+    ob_seq *s = &c->seqs[src], *d = &c->seqs[dst];
+    if (n_pos < 0 || n_pos > s->n_pos) n_pos = s->n_pos;
+    seq_truncate(c, d, 0);
+    int32_t nb = (n_pos + c->p.kv_block_size - 1) / c->p.kv_block_size;
+    OB_TRY(seq_reserve_table(d, nb));
+    for (int32_t i = 0; i < nb; i++) {
+        ob_kv_block_retain(&c->kv, s->blocks[i]);
+        d->blocks[i] = s->blocks[i];
+    }
+    d->n_blocks = nb;
+    d->n_pos = n_pos;
+    return 0;
+}
+
+void ob_kv_usage(const ob_context *c, int64_t *used, int64_t *total) {
+    if (used) *used = c->kv.n_blocks - c->kv.n_free;
+    if (total) *total = c->kv.n_blocks;
+}
+
+/* ---------------- decode ---------------- */
+
+/* Blocks sequence s must get so it can hold positions up to new_len-1,
+ * counting a copy of a shared block that will be written. */
+static int32_t blocks_needed(const ob_context *c, const ob_seq *s, int32_t new_len) {
+    const int32_t bs = c->p.kv_block_size;
+    int32_t need = (new_len + bs - 1) / bs - s->n_blocks;
+    if (need < 0) need = 0;
+    /* The block holding position n_pos is written; if it exists and is shared, copy it. */
+    int32_t first = s->n_pos / bs;
+    if (new_len > s->n_pos && first < s->n_blocks && c->kv.ref[s->blocks[first]] > 1) need++;
+    return need;
+}
+
+static int seq_grow(ob_context *c, ob_seq *s, int32_t new_len) {
+    const int32_t bs = c->p.kv_block_size;
+    int32_t first = s->n_pos / bs;
+    if (new_len > s->n_pos && first < s->n_blocks && c->kv.ref[s->blocks[first]] > 1) {
+        int32_t nb = ob_kv_block_alloc(&c->kv);
+        OB_ASSERT(nb >= 0); /* reserved by the caller */
+        OB_TRY(ob_kv_block_copy(&c->kv, nb, s->blocks[first]));
+        ob_kv_block_release(&c->kv, s->blocks[first]);
+        s->blocks[first] = nb;
+    }
+    int32_t want = (new_len + bs - 1) / bs;
+    OB_TRY(seq_reserve_table(s, want));
+    while (s->n_blocks < want) {
+        int32_t nb = ob_kv_block_alloc(&c->kv);
+        OB_ASSERT(nb >= 0);
+        s->blocks[s->n_blocks++] = nb;
+    }
+    return 0;
+}
+
+static int ensure_logits(ob_context *c, int32_t n_out) {
+    if (n_out <= c->n_out_cap) return 0;
+    size_t bytes = ob_mul_size((size_t)n_out, (size_t)c->model->hp.n_vocab * sizeof(float));
+    float *dev = NULL, *host = ob_malloc(bytes);
+    int rc = host ? c->backend->ops->alloc(c->backend, bytes, (void **)&dev) : ob_err(OB_ERR_OOM, "logits");
+    if (rc < 0) {
+        ob_free(host);
+        return rc;
+    }
+    if (c->logits_dev) c->backend->ops->release(c->backend, c->logits_dev);
+    ob_free(c->logits);
+    c->logits_dev = dev;
+    c->logits = host;
+    c->n_out_cap = n_out;
+    return 0;
+}
+
+int ob_decode(ob_context *c, const ob_batch *batch) {
+    ob_model *m = c->model;
+    const int32_t n = batch->n_tokens;
+    c->n_out = 0;
+    c->n_last = 0;
+    if (n <= 0 || n > c->p.n_batch)
+        return ob_err(OB_ERR_INVALID_ARG, "batch of %d tokens (1 to n_batch = %d allowed)", n, c->p.n_batch);
+    if (!batch->token || !batch->pos || !batch->seq_id) return ob_err(OB_ERR_INVALID_ARG, "batch arrays missing");
+
+    /* 1. validate: known tokens, known sequences, positions continuing each sequence */
+    for (int32_t s = 0; s < c->p.n_seq_max; s++) c->next_pos[s] = c->seqs[s].n_pos;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t s = batch->seq_id[i];
+        OB_TRY(check_seq(c, s));
+        if (batch->token[i] < 0 || batch->token[i] >= m->hp.n_vocab)
+            return ob_err(OB_ERR_INVALID_ARG, "token %d at batch index %d is outside the vocabulary (%lld)",
+                          batch->token[i], i, (long long)m->hp.n_vocab);
+        if (batch->pos[i] != c->next_pos[s])
+            return ob_err(OB_ERR_INVALID_ARG, "batch index %d: sequence %d continues at position %d, not %d", i, s,
+                          c->next_pos[s], batch->pos[i]);
+        if (batch->pos[i] >= c->p.n_ctx)
+            return ob_err(OB_ERR_FULL, "sequence %d reached the context size (%d positions)", s, c->p.n_ctx);
+        c->next_pos[s]++;
+    }
+    /* 2. reserve KV blocks for everything, or fail without changing anything */
+    int64_t need = 0;
+    for (int32_t s = 0; s < c->p.n_seq_max; s++)
+        if (c->next_pos[s] > c->seqs[s].n_pos) need += blocks_needed(c, &c->seqs[s], c->next_pos[s]);
+    if (need > c->kv.n_free)
+        return ob_err(OB_ERR_FULL, "KV cache full: the batch needs %lld more blocks, %lld are free", (long long)need,
+                      (long long)c->kv.n_free);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        bool want = batch->logits ? batch->logits[i] != 0 : i == n - 1;
+        c->batch_to_out[i] = want ? n_out : -1;
+        if (want) c->out_idx[n_out++] = i;
+    }
+    OB_TRY(ensure_logits(c, n_out > 0 ? n_out : 1));
+    int rc = 0;
+    for (int32_t s = 0; s < c->p.n_seq_max && rc == 0; s++)
+        if (c->next_pos[s] > c->seqs[s].n_pos) rc = seq_grow(c, &c->seqs[s], c->next_pos[s]);
+
+    /* 3. where each token's K/V goes and what it attends to */
+    const int32_t bs = c->p.kv_block_size;
+    const int32_t win = (int32_t)m->hp.sliding_window;
+    for (int32_t i = 0; i < n && rc == 0; i++) {
+        const ob_seq *s = &c->seqs[batch->seq_id[i]];
+        int32_t p = batch->pos[i];
+        c->slots[i] = s->blocks[p / bs] * bs + p % bs;
+        c->attn[i].block_table = s->blocks;
+        c->attn[i].pos = p;
+        c->attn[i].kv_start = win > 0 && p - win + 1 > 0 ? p - win + 1 : 0;
+    }
+
+    /* 4. run */
+    if (rc == 0) {
+        ob_forward_args a = {n,       batch->token, batch->pos, c->slots, c->attn,        &c->kv.store,
+                             n_out,   c->out_idx,   c->logits_dev,       c->work, c->work_floats};
+        rc = m->arch->forward(m, &a);
+    }
+    if (rc == 0 && n_out > 0)
+        rc = c->backend->ops->download(c->backend, c->logits, c->logits_dev,
+                                       (size_t)n_out * (size_t)m->hp.n_vocab * sizeof(float));
+    if (rc < 0) {
+        /* Undo: the sequences keep their old lengths; new blocks are returned. */
+        for (int32_t s = 0; s < c->p.n_seq_max; s++) seq_truncate(c, &c->seqs[s], c->seqs[s].n_pos);
+        return rc;
+    }
+    for (int32_t s = 0; s < c->p.n_seq_max; s++) c->seqs[s].n_pos = c->next_pos[s];
+    c->n_out = n_out;
+    c->n_last = n;
+    return 0;
+}
+
+const float *ob_get_logits(ob_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_last || c->n_out == 0) return NULL;
+    int32_t o = c->batch_to_out[i];
+    if (o < 0 || o >= c->n_out) return NULL;
+    return c->logits + (size_t)o * (size_t)c->model->hp.n_vocab;
+}

@@ -1,0 +1,208 @@
+/*
+ * sampling.c - turning logits into the next token.
+ *
+ * Order of operations (as llama.cpp's default chain, so settings mean the
+ * same thing to users of both): penalties over the recent window, then
+ * top-k, top-p, min-p on the softmax, temperature, and a draw from the
+ * seeded generator. temperature <= 0 is greedy (argmax after penalties).
+ * The RNG is xoshiro256** seeded through splitmix64: the same seed gives the
+ * same tokens on every machine.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "onebit.h"
+
+struct ob_sampler {
+    ob_sampler_params p;
+    int32_t n_vocab;
+    uint64_t rng[4];
+    ob_token *hist;     /* ring of the last repeat_last_n accepted tokens */
+    int32_t hist_cap, hist_len, hist_head;
+    int32_t *counts;    /* [n_vocab] occurrences inside the window */
+    /* scratch */
+    float *logit;       /* [n_vocab] */
+    int32_t *idx;       /* [n_vocab] candidate ids */
+    float *prob;        /* [n_vocab] */
+};
+
+ob_sampler_params ob_sampler_default_params(void) {
+    ob_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.seed = 0xC0FFEEull;
+    return p;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double next_f64(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void ob_sampler_reset(ob_sampler *s) {
+    uint64_t seed = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&seed);
+    s->hist_len = s->hist_head = 0;
+    memset(s->counts, 0, (size_t)s->n_vocab * sizeof(int32_t));
+}
+
+int ob_sampler_create(const ob_sampler_params *params, int32_t n_vocab, ob_sampler **out) {
+    *out = NULL;
+    if (n_vocab <= 0) return ob_err(OB_ERR_INVALID_ARG, "sampler: vocabulary of %d", n_vocab);
+    ob_sampler_params p = params ? *params : ob_sampler_default_params();
+    if (p.top_p <= 0.0f) p.top_p = 1.0f;
+    if (p.repeat_penalty <= 0.0f) p.repeat_penalty = 1.0f;
+    ob_sampler *s = ob_calloc(1, sizeof *s);
+    if (!s) return ob_err(OB_ERR_OOM, "sampler");
+    s->p = p;
+    s->n_vocab = n_vocab;
+    s->hist_cap = p.repeat_last_n < 0 ? 1 << 20 : p.repeat_last_n;
+    s->hist = ob_calloc((size_t)(s->hist_cap > 0 ? s->hist_cap : 1), sizeof(ob_token));
+    s->counts = ob_calloc((size_t)n_vocab, sizeof(int32_t));
+    s->logit = ob_malloc((size_t)n_vocab * sizeof(float));
+    s->idx = ob_malloc((size_t)n_vocab * sizeof(int32_t));
+    s->prob = ob_malloc((size_t)n_vocab * sizeof(float));
+    if (!s->hist || !s->counts || !s->logit || !s->idx || !s->prob) {
+        ob_sampler_free(s);
+        return ob_err(OB_ERR_OOM, "sampler");
+    }
+    ob_sampler_reset(s);
+    *out = s;
+    return 0;
+}
+
+void ob_sampler_free(ob_sampler *s) {
+    if (!s) return;
+    ob_free(s->hist);
+    ob_free(s->counts);
+    ob_free(s->logit);
+    ob_free(s->idx);
+    ob_free(s->prob);
+    ob_free(s);
+}
+
+void ob_sampler_accept(ob_sampler *s, ob_token id) {
+    if (id < 0 || id >= s->n_vocab || s->hist_cap == 0) return;
+    if (s->hist_len == s->hist_cap) { /* drop the oldest from the window */
+        ob_token old = s->hist[s->hist_head];
+        s->counts[old]--;
+        s->hist_len--;
+    }
+    int32_t pos = (s->hist_head + s->hist_len) % s->hist_cap;
+    s->hist[pos] = id;
+    s->hist_len++;
+    if (s->hist_len == s->hist_cap) s->hist_head = (pos + 1) % s->hist_cap;
+    s->counts[id]++;
+}
+
+static const float *g_sort_key; /* qsort has no context argument in C11 */
+
+static int by_logit_desc(const void *a, const void *b) {
+    float x = g_sort_key[*(const int32_t *)a], y = g_sort_key[*(const int32_t *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b; /* ties: lower id first, deterministic */
+}
+
+ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
+    const int32_t n = s->n_vocab;
+    const ob_sampler_params *p = &s->p;
+    float *l = s->logit;
+    memcpy(l, logits, (size_t)n * sizeof(float));
+    /* penalties (repetition as in CTRL: divide positive logits, multiply negative) */
+    bool pen = p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+    if (pen)
+        for (int32_t i = 0; i < s->hist_len; i++) {
+            ob_token t = s->hist[(s->hist_head + i) % s->hist_cap];
+            if (s->counts[t] <= 0) continue;
+            /* apply once per distinct token: mark by negating the count temporarily */
+            int32_t c = s->counts[t];
+            if (l[t] > 0)
+                l[t] /= p->repeat_penalty;
+            else
+                l[t] *= p->repeat_penalty;
+            l[t] -= (float)c * p->frequency_penalty + p->presence_penalty;
+            s->counts[t] = -c;
+        }
+    if (pen)
+        for (int32_t i = 0; i < s->hist_len; i++) {
+            ob_token t = s->hist[(s->hist_head + i) % s->hist_cap];
+            if (s->counts[t] < 0) s->counts[t] = -s->counts[t];
+        }
+
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (l[i] > l[best]) best = i;
+        return best;
+    }
+
+    /* candidates sorted by logit (top-k first cuts the sort) */
+    int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    for (int32_t i = 0; i < n; i++) s->idx[i] = i;
+    g_sort_key = l;
+    qsort(s->idx, (size_t)n, sizeof(int32_t), by_logit_desc);
+    /* softmax over the k candidates */
+    float mx = l[s->idx[0]];
+    double sum = 0;
+    for (int32_t i = 0; i < k; i++) {
+        s->prob[i] = expf(l[s->idx[i]] - mx);
+        sum += s->prob[i];
+    }
+    for (int32_t i = 0; i < k; i++) s->prob[i] = (float)(s->prob[i] / sum);
+    /* top-p: smallest prefix with mass >= top_p */
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        for (int32_t i = 0; i < k; i++) {
+            cum += s->prob[i];
+            if (cum >= p->top_p) {
+                k = i + 1;
+                break;
+            }
+        }
+    }
+    /* min-p: drop candidates below min_p * the best probability */
+    if (p->min_p > 0.0f) {
+        float cut = p->min_p * s->prob[0];
+        int32_t keep = 1;
+        while (keep < k && s->prob[keep] >= cut) keep++;
+        k = keep;
+    }
+    /* temperature, then draw */
+    sum = 0;
+    for (int32_t i = 0; i < k; i++) {
+        s->prob[i] = expf((l[s->idx[i]] - mx) / p->temperature);
+        sum += s->prob[i];
+    }
+    double r = next_f64(s->rng) * sum, acc = 0;
+    for (int32_t i = 0; i < k; i++) {
+        acc += s->prob[i];
+        if (r < acc) return s->idx[i];
+    }
+    return s->idx[k - 1];
+}

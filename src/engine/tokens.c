@@ -1,0 +1,40 @@
+/*
+ * tokens.c - the token half of the public API (tokenize, pieces, special
+ * ids), on top of src/tokenizer. Until the tokenizer module lands, models
+ * load without one and these calls say so.
+ */
+#include "../core/status.h"
+#include "../model/model.h"
+#include "onebit.h"
+
+int ob_model_load_tokenizer(ob_model_impl *m) {
+    m->tok = NULL;
+    return 0;
+}
+
+void ob_model_free_tokenizer(ob_model_impl *m) { m->tok = NULL; }
+
+int32_t ob_tokenize(const ob_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                    ob_token *ids, int32_t n_max) {
+    (void)m, (void)text, (void)len, (void)add_special, (void)parse_special, (void)ids, (void)n_max;
+    return ob_err(OB_ERR_UNSUPPORTED, "this build has no tokenizer yet");
+}
+
+int32_t ob_token_to_piece(const ob_model *m, ob_token id, char *buf, int32_t size, bool special) {
+    (void)m, (void)id, (void)buf, (void)size, (void)special;
+    return ob_err(OB_ERR_UNSUPPORTED, "this build has no tokenizer yet");
+}
+
+ob_token ob_token_bos(const ob_model *m) {
+    uint32_t id;
+    if (ob_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id) < 0) return -1;
+    return (ob_token)id;
+}
+
+ob_token ob_token_eos(const ob_model *m) {
+    uint32_t id;
+    if (ob_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id) < 0) return -1;
+    return (ob_token)id;
+}
+
+bool ob_token_is_eog(const ob_model *m, ob_token id) { return id >= 0 && id == ob_token_eos(m); }

@@ -1,0 +1,112 @@
+/*
+ * model.h - a loaded model: hyper-parameters read from GGUF keys, weight
+ * tensors bound to a backend, and the architecture whose forward pass runs
+ * them. The engine (src/engine) owns contexts, KV caches and batches; the
+ * model only knows how to turn a batch of tokens into logits through backend
+ * ops.
+ */
+#ifndef OB_MODEL_MODEL_H
+#define OB_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "../gguf/gguf.h"
+
+typedef struct ob_tokenizer ob_tokenizer;
+
+typedef struct ob_hparams {
+    int64_t n_vocab;
+    int64_t n_ctx_train;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;      /* key/query dimension per head */
+    int64_t head_dim_v;    /* value dimension per head */
+    int64_t n_ff;
+    float norm_eps;
+    int64_t sliding_window; /* 0 = full attention */
+    ob_rope_params rope;    /* freq_factors filled from rope_freqs.weight */
+    ob_rope_scaling rope_scaling;
+} ob_hparams;
+
+/* One transformer block's weights; absent optional tensors have data == NULL. */
+typedef struct ob_layer {
+    ob_tensor attn_norm;            /* [n_embd] */
+    ob_tensor wq, wk, wv, wo;       /* [n_embd, n_head*hd], [n_embd, n_head_kv*hd] x2, [n_head*hd_v, n_embd] */
+    ob_tensor bq, bk, bv, bo;       /* optional biases (qwen2: q/k/v) */
+    ob_tensor q_norm, k_norm;       /* optional per-head RMSNorm weights [head_dim] (qwen3) */
+    ob_tensor ffn_norm;             /* [n_embd] */
+    ob_tensor w_gate, w_up, w_down; /* [n_embd, n_ff] x2, [n_ff, n_embd] */
+} ob_layer;
+
+typedef struct ob_arch ob_arch;
+
+typedef struct ob_model {
+    const ob_arch *arch;
+    char arch_name[32];
+    char name[128];
+    ob_gguf *gguf;          /* owns the mapping the CPU weights point into */
+    ob_backend *backend;
+    ob_hparams hp;
+    ob_tensor tok_embd;     /* [n_embd, n_vocab] */
+    ob_tensor output_norm;  /* [n_embd] */
+    ob_tensor output;       /* [n_embd, n_vocab]; == tok_embd when tied */
+    ob_layer *layers;       /* [n_layer] */
+    float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
+    ob_tokenizer *tok;      /* NULL until the tokenizer loads */
+    uint64_t n_params, n_bytes;
+} ob_model_impl;
+
+/* Everything a forward pass needs besides the model: the batch, where each
+ * token's K/V goes, what each token attends to, activation buffers, and the
+ * output rows. Filled by the engine. */
+typedef struct ob_forward_args {
+    int64_t n_tokens;
+    const int32_t *tokens;        /* [n_tokens] */
+    const int32_t *pos;           /* [n_tokens] */
+    const int32_t *slots;         /* [n_tokens] KV slot of each token */
+    const ob_attn_token *attn;    /* [n_tokens] */
+    const ob_kv_store *kv;
+    int64_t n_out;                /* rows of logits wanted */
+    const int32_t *out_idx;       /* [n_out] batch indices */
+    float *logits;                /* [n_out][n_vocab] backend memory */
+    float *work;                  /* activation workspace (backend memory) */
+    size_t work_floats;
+} ob_forward_args;
+
+struct ob_arch {
+    const char *name;
+    bool verified;           /* checked against a reference implementation */
+    /* Read hparams and bind tensors; messages name the missing key/tensor. */
+    int (*load)(ob_model_impl *m);
+    /* Floats of workspace a batch of n tokens needs. */
+    size_t (*work_size)(const ob_model_impl *m, int64_t n_tokens);
+    int (*forward)(ob_model_impl *m, const ob_forward_args *a);
+};
+
+/* The architecture for a GGUF general.architecture, or NULL. */
+const ob_arch *ob_arch_find(const char *name);
+/* Comma-separated list of supported architectures, for messages. */
+const char *ob_arch_list(void);
+
+/* Build m->tok from the GGUF vocabulary (src/engine/tokens.c). */
+int ob_model_load_tokenizer(ob_model_impl *m);
+void ob_model_free_tokenizer(ob_model_impl *m);
+
+/* ---- helpers for architecture files ---- */
+
+/* Required u32/f32 key "<arch>.<suffix>". */
+int ob_model_key_u32(const ob_model_impl *m, const char *suffix, int64_t *out);
+int ob_model_key_f32(const ob_model_impl *m, const char *suffix, float *out);
+/* Optional: leaves *out unchanged when absent (wrong type is still an error). */
+int ob_model_key_u32_opt(const ob_model_impl *m, const char *suffix, int64_t *out);
+int ob_model_key_f32_opt(const ob_model_impl *m, const char *suffix, float *out);
+/* Bind tensor `name` (printf-style) with the expected shape (ne of n_dims;
+ * -1 = any). Missing: OB_ERR_NOT_FOUND unless optional (then t->data = NULL, 0). */
+int ob_model_tensor(ob_model_impl *m, ob_tensor *t, bool optional, int n_dims, const int64_t *ne, const char *fmt,
+                    ...) __attribute__((format(printf, 6, 7)));
+
+#endif

@@ -135,15 +135,17 @@ void ob_kv_usage(const ob_context *ctx, int64_t *used_blocks, int64_t *total_blo
  * Tokens
  * ====================================================================== */
 
-/* Encode text. Writes up to n_max ids and returns the count, or, when
- * n_max is too small, the negative of the count needed (and nothing else
- * changes). add_special adds BOS/EOS as the model asks; parse_special lets
- * text like "<|im_start|>" become its special token. */
-int32_t ob_tokenize(const ob_model *model, const char *text, size_t len, bool add_special, bool parse_special,
-                    ob_token *ids, int32_t n_max);
-/* The bytes a token stands for (may be part of a UTF-8 character). Returns
- * the length, or the negative length needed when size is too small. */
-int32_t ob_token_to_piece(const ob_model *model, ob_token id, char *buf, int32_t size, bool special);
+/* Encode text into ids[0..n_max). *n_tokens gets the count; when n_max is
+ * too small it gets the count needed and the call returns OB_ERR_RANGE
+ * (ids=NULL, n_max=0 asks for the size). add_special adds BOS/EOS as the
+ * model asks; parse_special lets text like "<|im_start|>" become its special
+ * token. */
+int ob_tokenize(const ob_model *model, const char *text, size_t len, bool add_special, bool parse_special,
+                ob_token *ids, int32_t n_max, int32_t *n_tokens);
+/* The bytes a token stands for (may be part of a UTF-8 character) into
+ * buf[0..size); *len gets the length (or the length needed, with
+ * OB_ERR_RANGE). special: also render control tokens' text. */
+int ob_token_to_piece(const ob_model *model, ob_token id, char *buf, int32_t size, bool special, int32_t *len);
 ob_token ob_token_bos(const ob_model *model); /* -1 if none */
 ob_token ob_token_eos(const ob_model *model);
 bool ob_token_is_eog(const ob_model *model, ob_token id); /* end of generation (EOS, EOT, ...) */

@@ -92,15 +92,16 @@ int ob_cmd_eval(int argc, char **argv) {
     if (ids_arg) {
         if (parse_ids(ids_arg, &ids, &n) < 0 || n == 0) ret = ob_cli_fail(0, "eval: --ids wants comma-separated ids");
     } else {
-        int32_t need = ob_tokenize(m, prompt, strlen(prompt), true, false, NULL, 0);
-        if (need < 0 && need > -(1 << 30)) {
-            /* negative count: size needed */
-            n = -need;
-            ids = ob_malloc((size_t)n * sizeof(ob_token));
-            if (!ids || ob_tokenize(m, prompt, strlen(prompt), true, false, ids, n) != n)
-                ret = ob_cli_fail(-1, "eval: tokenize");
+        rc = ob_tokenize(m, prompt, strlen(prompt), true, false, NULL, 0, &n);
+        if (rc < 0 && rc != OB_ERR_RANGE) {
+            ret = ob_cli_fail(rc, "eval: tokenize");
+        } else if (n == 0) {
+            ret = ob_cli_fail(0, "eval: the prompt has no tokens");
         } else {
-            ret = ob_cli_fail(need < 0 ? need : -1, "eval: tokenize");
+            ids = ob_malloc((size_t)n * sizeof(ob_token));
+            if (!ids) ret = ob_cli_fail(OB_ERR_OOM, "eval");
+            else if ((rc = ob_tokenize(m, prompt, strlen(prompt), true, false, ids, n, &n)) < 0)
+                ret = ob_cli_fail(rc, "eval: tokenize");
         }
     }
     ob_context *ctx = NULL;

@@ -21,6 +21,7 @@ static int cmd_version(int argc, char **argv);
 static const subcommand g_cmds[] = {
     {"info", ob_cmd_info, "metadata, hparams, tokenizer and tensor table of a GGUF file"},
     {"dump", ob_cmd_dump, "write one tensor, dequantized, as float32 (or text)"},
+    {"run", ob_cmd_run, "one completion on the terminal (streamed), with speed"},
     {"eval", ob_cmd_eval, "logits of every position for given ids or a prompt (for comparisons)"},
     {"serve", ob_cmd_serve, "OpenAI-compatible server (not built yet)"},
     {"version", cmd_version, "version, commit and CPU features"},

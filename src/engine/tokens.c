@@ -14,14 +14,16 @@ int ob_model_load_tokenizer(ob_model_impl *m) {
 
 void ob_model_free_tokenizer(ob_model_impl *m) { m->tok = NULL; }
 
-int32_t ob_tokenize(const ob_model *m, const char *text, size_t len, bool add_special, bool parse_special,
-                    ob_token *ids, int32_t n_max) {
+int ob_tokenize(const ob_model *m, const char *text, size_t len, bool add_special, bool parse_special, ob_token *ids,
+                int32_t n_max, int32_t *n_tokens) {
     (void)m, (void)text, (void)len, (void)add_special, (void)parse_special, (void)ids, (void)n_max;
+    *n_tokens = 0;
     return ob_err(OB_ERR_UNSUPPORTED, "this build has no tokenizer yet");
 }
 
-int32_t ob_token_to_piece(const ob_model *m, ob_token id, char *buf, int32_t size, bool special) {
+int ob_token_to_piece(const ob_model *m, ob_token id, char *buf, int32_t size, bool special, int32_t *len) {
     (void)m, (void)id, (void)buf, (void)size, (void)special;
+    *len = 0;
     return ob_err(OB_ERR_UNSUPPORTED, "this build has no tokenizer yet");
 }
 

@@ -53,7 +53,7 @@ int ob_cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *ids_arg = NULL, *prompt = NULL, *out_path = NULL;
     int top = 5, threads = 0;
     ob_kv_type kv_type = OB_KV_F32;
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -79,7 +79,6 @@ int ob_cmd_eval(int argc, char **argv) {
             else if (!strcmp(v, "q8_0")) kv_type = OB_KV_Q8_0;
             else return ob_cli_fail(0, "eval: --kv-type must be f32, f16 or q8_0");
         } else return ob_cli_fail(0, "eval: unknown option '%s'", a);
-        i++;
     }
     if (!model_path || (!ids_arg == !prompt))
         return ob_cli_fail(0, "eval: need -m MODEL and exactly one of --ids or --prompt (see --help)");

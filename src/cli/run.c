@@ -71,8 +71,8 @@ int ob_cmd_run(int argc, char **argv) {
     bool add_bos = true, special = false, ignore_eos = false;
     ob_kv_type kv_type = OB_KV_F16;
     ob_sampler_params sp = ob_sampler_default_params();
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+    for (int i = 0; i < argc;) {
+        const char *a = argv[i++];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
@@ -80,9 +80,8 @@ int ob_cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--no-bos")) { add_bos = false; continue; }
         if (!strcmp(a, "--special")) { special = true; continue; }
         if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *v = i < argc ? argv[i++] : NULL;
         if (!v) return ob_cli_fail(0, "run: option '%s' needs a value (or is unknown; see --help)", a);
-        i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = v;

@@ -489,7 +489,7 @@ static void one_tensor(raw *r, const char *name, uint32_t nd, const uint64_t *ne
 
 TEST(malformed_tensors) {
     raw r;
-    uint64_t ne[4] = {32, 2, 1, 1};
+    uint64_t ne[5] = {32, 2, 1, 1, 1};
     one_tensor(&r, "ok.weight", 2, ne, OB_TYPE_F32, 0, 256);
     ob_gguf *g = NULL;
     CHECK_OK(ob_gguf_open_memory(r.b, r.n, &g)); /* the well-formed base case */

@@ -177,6 +177,109 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits);
 void ob_sampler_accept(ob_sampler *s, ob_token id);
 void ob_sampler_reset(ob_sampler *s);
 
+/* ======================================================================
+ * Serving engine
+ *
+ * One engine thread owns a context with n_parallel sequence slots and runs
+ * every admitted request together: each step is one batch made of one
+ * decode token per running request plus chunks of waiting prompts, under a
+ * token budget (continuous batching, chunked prefill). Other threads submit
+ * requests and read their tokens back as events; they never touch the model.
+ * When the KV pool runs out, the most recently admitted request is preempted
+ * and recomputed later rather than failing.
+ * ====================================================================== */
+
+typedef struct ob_engine ob_engine;
+typedef struct ob_request ob_request;
+
+typedef struct ob_engine_params {
+    int32_t n_parallel;  /* sequences decoding together (default 1) */
+    int32_t n_ctx;       /* positions per sequence (0: model's, at most 4096) */
+    int32_t n_batch;     /* token budget of one step (default 512) */
+    int32_t n_threads;   /* CPU threads (<= 0: all cores) */
+    ob_kv_type kv_type;
+    int64_t kv_blocks;   /* KV pages (0: n_parallel full sequences) */
+    int32_t kv_block_size;
+    int32_t queue_max;   /* waiting requests before submit says OB_ERR_FULL (default 64) */
+} ob_engine_params;
+
+ob_engine_params ob_engine_default_params(void);
+
+typedef struct ob_gen_params {
+    ob_sampler_params sampling;
+    int32_t max_tokens;     /* <= 0: until end of generation or the context is full */
+    bool ignore_eos;
+    int32_t top_logprobs;   /* -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives */
+} ob_gen_params;
+
+ob_gen_params ob_gen_default_params(void);
+
+typedef enum ob_finish {
+    OB_FINISH_NONE = 0,
+    OB_FINISH_STOP = 1,      /* end-of-generation token (or the caller's stop) */
+    OB_FINISH_LENGTH = 2,    /* max_tokens or the context size */
+    OB_FINISH_CANCELLED = 3,
+    OB_FINISH_ERROR = 4,
+} ob_finish;
+
+#define OB_MAX_TOP_LOGPROBS 20
+
+typedef struct ob_token_logprob {
+    ob_token id;
+    float logprob;
+} ob_token_logprob;
+
+typedef enum ob_event_type {
+    OB_EVENT_TOKEN = 1,
+    OB_EVENT_DONE = 2,
+} ob_event_type;
+
+typedef struct ob_event {
+    ob_event_type type;
+    /* OB_EVENT_TOKEN */
+    ob_token token;
+    float logprob;                  /* when top_logprobs >= 0 */
+    int32_t n_top;
+    ob_token_logprob top[OB_MAX_TOP_LOGPROBS];
+    /* OB_EVENT_DONE */
+    ob_finish finish;
+    int status;                     /* OB_FINISH_ERROR: the ob_status */
+    char message[256];              /* OB_FINISH_ERROR: why */
+    int32_t n_prompt, n_cached, n_generated;
+    double t_queue_ms, t_prompt_ms, t_gen_ms;
+} ob_event;
+
+/* Start the engine thread. */
+int ob_engine_create(ob_model *model, const ob_engine_params *params, ob_engine **out);
+/* Stop it: running requests end with OB_FINISH_CANCELLED. */
+void ob_engine_free(ob_engine *e);
+const ob_engine_params *ob_engine_get_params(const ob_engine *e);
+
+/* Queue a request (the prompt is copied). OB_ERR_FULL when the queue is at
+ * queue_max; OB_ERR_RANGE when the prompt cannot fit the context (the
+ * message says by how much). */
+int ob_engine_submit(ob_engine *e, const ob_token *prompt, int32_t n_prompt, const ob_gen_params *params,
+                     ob_request **out);
+/* Next event of a request, waiting up to timeout_ms (-1: forever). Returns
+ * 0 with *ev filled, or 1 when the wait timed out.
+ * After an OB_EVENT_DONE there are no more events. */
+int ob_request_wait(ob_request *r, ob_event *ev, int timeout_ms);
+/* Ask the engine to stop this request (its pages are freed at the next step). */
+void ob_request_cancel(ob_request *r);
+/* Cancel if needed and release the caller's handle (any thread). */
+void ob_request_free(ob_request *r);
+
+typedef struct ob_engine_stats {
+    uint64_t requests_total, requests_ok, requests_failed, requests_cancelled;
+    uint64_t tokens_prompt, tokens_cached, tokens_generated;
+    double seconds_prompt, seconds_generate; /* engine time spent in steps with prefill / decode work */
+    int32_t waiting, running, n_parallel;
+    int64_t kv_blocks_used, kv_blocks_total;
+    uint64_t steps, preemptions;
+} ob_engine_stats;
+
+void ob_engine_get_stats(ob_engine *e, ob_engine_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,248 @@
+/*
+ * test_scheduler.c - the serving engine on stories260K: concurrent requests
+ * produce exactly what each would alone (greedy), preemption under a small
+ * KV pool is invisible to clients, cancellation frees pages, the queue is
+ * bounded, and impossible prompts are refused with the numbers.
+ */
+#include <jansson.h>
+#include <pthread.h>
+
+#include "core/status.h"
+#include "onebit.h"
+#include "test.h"
+
+static ob_model *g_model;
+static ob_token g_expected[200]; /* greedy continuation of BOS (llama2.c reference) */
+
+static bool setup(void) {
+    if (g_model) return true;
+    const char *dir = test_models_dir();
+    if (!dir) return false;
+    json_error_t err;
+    json_t *ref = json_load_file(test_path(dir, "stories260K/stories260K.reference.json"), 0, &err);
+    if (!ref) return false;
+    json_t *ids = json_object_get(json_array_get(json_object_get(ref, "cases"), 0), "expected_ids");
+    for (int i = 0; i < 200; i++) g_expected[i] = (ob_token)json_integer_value(json_array_get(ids, (size_t)i));
+    json_decref(ref);
+    return ob_model_load(test_path(dir, "stories260K/stories260K.gguf"), NULL, &g_model) == 0;
+}
+
+#define NEED_MODEL()                                                   \
+    do {                                                               \
+        if (!setup()) {                                                \
+            if (!test_models_dir())                                    \
+                test_skip("../shared/models is absent");               \
+            else                                                       \
+                CHECK_MSG(0, "could not load stories260K: %s", ob_last_error()); \
+            return;                                                    \
+        }                                                              \
+    } while (0)
+
+static ob_gen_params greedy(int max_tokens) {
+    ob_gen_params g = ob_gen_default_params();
+    g.sampling.temperature = 0;
+    g.max_tokens = max_tokens;
+    return g;
+}
+
+/* Collect a request's tokens until DONE. */
+static int drain(ob_request *r, ob_token *out, int cap, ob_event *done) {
+    int n = 0;
+    ob_event ev;
+    for (;;) {
+        if (ob_request_wait(r, &ev, 20000) != 0) return -1; /* timed out */
+        if (ev.type == OB_EVENT_TOKEN) {
+            if (n < cap) out[n] = ev.token;
+            n++;
+        } else {
+            *done = ev;
+            return n;
+        }
+    }
+}
+
+static ob_engine *new_engine(int n_par, int n_ctx, int n_batch, int64_t kv_blocks, int block) {
+    ob_engine_params p = ob_engine_default_params();
+    p.n_parallel = n_par;
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.kv_blocks = kv_blocks;
+    p.kv_block_size = block;
+    p.n_threads = 2;
+    p.queue_max = 8;
+    ob_engine *e = NULL;
+    if (ob_engine_create(g_model, &p, &e) < 0) fprintf(stderr, "engine: %s\n", ob_last_error());
+    return e;
+}
+
+TEST(single_request_is_the_reference) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(1, 256, 64, 0, 16);
+    ob_token bos = 1, out[100];
+    ob_request *r;
+    ob_gen_params g = greedy(100);
+    CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r));
+    ob_event done;
+    int n = drain(r, out, 100, &done);
+    CHECK_EQ_INT(n, 100);
+    CHECK_EQ_INT(done.finish, OB_FINISH_LENGTH);
+    CHECK_EQ_INT(done.n_generated, 100);
+    CHECK_EQ_INT(done.n_prompt, 1);
+    CHECK(memcmp(out, g_expected, sizeof out) == 0);
+    ob_request_free(r);
+    ob_engine_free(e);
+}
+
+TEST(concurrent_requests_match_alone) {
+    NEED_MODEL();
+    /* 4 slots, 6 requests with different prompts (prefixes of the reference
+     * story), a small step budget so prefill is chunked across steps */
+    ob_engine *e = new_engine(4, 256, 8, 0, 16);
+    enum { R = 6 };
+    ob_request *r[R];
+    int plen[R] = {1, 3, 9, 17, 30, 5};
+    for (int i = 0; i < R; i++) {
+        ob_token prompt[64];
+        prompt[0] = 1;
+        for (int k = 1; k < plen[i]; k++) prompt[k] = g_expected[k - 1];
+        ob_gen_params g = greedy(40);
+        CHECK_OK(ob_engine_submit(e, prompt, plen[i], &g, &r[i]));
+    }
+    for (int i = 0; i < R; i++) {
+        ob_token out[64];
+        ob_event done;
+        int n = drain(r[i], out, 64, &done);
+        CHECK_EQ_INT(n, 40);
+        /* continuing the reference story from where the prompt stops */
+        CHECK_MSG(memcmp(out, g_expected + plen[i] - 1, 40 * sizeof(ob_token)) == 0, "request %d diverged", i);
+        ob_request_free(r[i]);
+    }
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.requests_ok, R);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    ob_engine_free(e);
+}
+
+TEST(preemption_is_invisible) {
+    NEED_MODEL();
+    /* 3 slots but KV for about 1.5 long sequences: requests must be preempted and recomputed */
+    ob_engine *e = new_engine(3, 128, 32, 12, 8); /* 96 positions in the pool */
+    enum { R = 3 };
+    ob_request *r[R];
+    for (int i = 0; i < R; i++) {
+        ob_token bos = 1;
+        ob_gen_params g = greedy(60);
+        CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r[i]));
+    }
+    for (int i = 0; i < R; i++) {
+        ob_token out[64];
+        ob_event done;
+        int n = drain(r[i], out, 64, &done);
+        CHECK_EQ_INT(n, 60);
+        CHECK_EQ_INT(done.finish, OB_FINISH_LENGTH);
+        CHECK_MSG(memcmp(out, g_expected, 60 * sizeof(ob_token)) == 0, "request %d diverged", i);
+        ob_request_free(r[i]);
+    }
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK(st.preemptions > 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    ob_engine_free(e);
+}
+
+TEST(cancel_frees_pages) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(2, 512, 64, 0, 16);
+    ob_token bos = 1;
+    ob_request *r;
+    ob_gen_params g = greedy(0); /* until the context is full */
+    g.ignore_eos = true;
+    CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r));
+    ob_event ev;
+    CHECK_EQ_INT(ob_request_wait(r, &ev, 20000), 0); /* it is running */
+    CHECK_EQ_INT(ev.type, OB_EVENT_TOKEN);
+    ob_request_cancel(r);
+    for (;;) {
+        CHECK_EQ_INT(ob_request_wait(r, &ev, 20000), 0);
+        if (ev.type == OB_EVENT_DONE) break;
+    }
+    CHECK_EQ_INT(ev.finish, OB_FINISH_CANCELLED);
+    ob_request_free(r);
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.requests_cancelled, 1);
+    /* freeing a request that is still queued or running is safe */
+    CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r));
+    ob_request_free(r);
+    ob_engine_free(e);
+}
+
+TEST(limits_and_errors) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(1, 32, 16, 0, 16);
+    static ob_token long_prompt[40];
+    for (int i = 0; i < 40; i++) long_prompt[i] = 1;
+    ob_request *r = NULL;
+    ob_gen_params g = greedy(4);
+    CHECK_EQ_INT(ob_engine_submit(e, long_prompt, 40, &g, &r), OB_ERR_RANGE);
+    CHECK(strstr(ob_last_error(), "40 tokens, 9 more") != NULL);
+    long_prompt[3] = 100000;
+    CHECK_EQ_INT(ob_engine_submit(e, long_prompt, 5, &g, &r), OB_ERR_INVALID_ARG);
+    CHECK_EQ_INT(ob_engine_submit(e, long_prompt, 0, &g, &r), OB_ERR_INVALID_ARG);
+    /* context end: a request that runs into n_ctx finishes with "length" */
+    ob_token bos = 1;
+    g = greedy(0);
+    g.ignore_eos = true;
+    CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r));
+    ob_token out[64];
+    ob_event done;
+    int n = drain(r, out, 64, &done);
+    CHECK_EQ_INT(n, 31);
+    CHECK_EQ_INT(done.finish, OB_FINISH_LENGTH);
+    ob_request_free(r);
+    /* a full queue refuses at once */
+    ob_request *q[12];
+    int accepted = 0, full = 0;
+    g = greedy(200);
+    g.ignore_eos = true;
+    for (int i = 0; i < 12; i++) {
+        int rc = ob_engine_submit(e, &bos, 1, &g, &q[i]);
+        if (rc == 0) accepted++;
+        else if (rc == OB_ERR_FULL) full++, q[i] = NULL;
+    }
+    CHECK(full >= 3);          /* 1 running + 8 waiting at most */
+    CHECK(accepted <= 9);
+    for (int i = 0; i < 12; i++) ob_request_free(q[i]);
+    ob_engine_free(e);         /* with requests still queued: they end cancelled */
+}
+
+TEST(logprobs_are_log_softmax) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(1, 64, 16, 0, 16);
+    ob_token bos = 1;
+    ob_request *r;
+    ob_gen_params g = greedy(3);
+    g.top_logprobs = 3;
+    CHECK_OK(ob_engine_submit(e, &bos, 1, &g, &r));
+    ob_event ev;
+    CHECK_EQ_INT(ob_request_wait(r, &ev, 20000), 0);
+    CHECK_EQ_INT(ev.type, OB_EVENT_TOKEN);
+    CHECK_EQ_INT(ev.n_top, 3);
+    CHECK_EQ_INT(ev.top[0].id, ev.token); /* greedy picks the most likely */
+    CHECK_NEAR(ev.top[0].logprob, ev.logprob, 1e-6);
+    CHECK(ev.logprob < 0 && ev.logprob > -1.0f);
+    CHECK(ev.top[1].logprob <= ev.top[0].logprob && ev.top[2].logprob <= ev.top[1].logprob);
+    /* reference logits at pos 0: 17.0235 vs 15.4062 -> p(top) ~ 0.8 */
+    CHECK_NEAR(ev.top[1].logprob - ev.top[0].logprob, 15.4062 - 17.0235, 1e-3);
+    ob_request_free(r);
+    ob_engine_free(e);
+}
+
+int main(int argc, char **argv) {
+    int rc = test_main(argc, argv);
+    ob_model_free(g_model);
+    return rc;
+}

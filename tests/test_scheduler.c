@@ -48,6 +48,7 @@ static ob_gen_params greedy(int max_tokens) {
 /* Collect a request's tokens until DONE. */
 static int drain(ob_request *r, ob_token *out, int cap, ob_event *done) {
     int n = 0;
+    memset(done, 0, sizeof *done);
     ob_event ev;
     for (;;) {
         if (ob_request_wait(r, &ev, 20000) != 0) return -1; /* timed out */

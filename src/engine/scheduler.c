@@ -69,6 +69,7 @@ struct ob_engine {
     ob_request *q_head, *q_tail; /* waiting, FCFS */
     int32_t n_waiting;
     ob_request **slots;          /* [n_parallel] running requests */
+    bool hold_admission;         /* set by a preemption, cleared when a request finishes (engine thread) */
     int32_t n_running;
     ob_engine_stats stats;
     /* batch scratch [n_batch] */
@@ -193,12 +194,13 @@ static void post_done(ob_engine *e, ob_request *r, ob_finish finish, int status,
     ev.t_queue_ms = (r->t_start > 0 ? r->t_start : r->t_end) - r->t_submit;
     ev.t_prompt_ms = r->t_first > 0 ? r->t_first - r->t_start : 0;
     ev.t_gen_ms = r->t_first > 0 ? r->t_end - r->t_first : 0;
-    post(r, &ev);
+    /* statistics first: a client that sees DONE sees them counted */
     pthread_mutex_lock(&e->lock);
     if (finish == OB_FINISH_ERROR) e->stats.requests_failed++;
     else if (finish == OB_FINISH_CANCELLED) e->stats.requests_cancelled++;
     else e->stats.requests_ok++;
     pthread_mutex_unlock(&e->lock);
+    post(r, &ev);
 }
 
 /* ---------------- slots ---------------- */
@@ -216,6 +218,7 @@ static void release_slot(ob_engine *e, ob_request *r) {
 
 static void finish_request(ob_engine *e, ob_request *r, ob_finish f, int status, const char *msg) {
     release_slot(e, r);
+    e->hold_admission = false; /* pages came back: waiting requests may try again */
     r->state = RS_DONE;
     post_done(e, r, f, status, msg);
     request_unref(r); /* the engine's reference */
@@ -233,6 +236,8 @@ static void preempt(ob_engine *e, ob_request *r) {
     e->n_waiting++;
     e->stats.preemptions++;
     pthread_mutex_unlock(&e->lock);
+    /* Admitting anyone now would only thrash: wait until a request finishes. */
+    e->hold_admission = true;
 }
 
 /* ---------------- submit ---------------- */
@@ -320,11 +325,22 @@ static void emit_token(ob_engine *e, ob_request *r, const float *logits, ob_toke
     post(r, &ev);
 }
 
-/* Admit waiting requests into free slots. */
+/* Admit waiting requests into free slots, first come first served, while
+ * the KV pool has room for the next one's tokens (all of them: a preempted
+ * request comes back with its generated tokens) plus one page of headroom
+ * for each request already running. */
 static void admit(ob_engine *e) {
+    if (e->hold_admission && e->n_running > 0) return;
+    const int32_t bs = ob_context_get_params(e->ctx)->kv_block_size;
+    int64_t used, total;
+    ob_kv_usage(e->ctx, &used, &total);
+    int64_t free_blocks = total - used - e->n_running;
     pthread_mutex_lock(&e->lock);
     while (e->q_head && e->n_running < e->p.n_parallel) {
         ob_request *r = e->q_head;
+        int64_t need = (r->n_tokens + 1 + bs - 1) / bs;
+        if (need > free_blocks && e->n_running > 0) break; /* wait for pages; alone it may still try */
+        free_blocks -= need + 1;
         e->q_head = r->next;
         if (!e->q_head) e->q_tail = NULL;
         r->next = NULL;

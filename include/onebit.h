@@ -146,9 +146,39 @@ int ob_tokenize(const ob_model *model, const char *text, size_t len, bool add_sp
  * buf[0..size); *len gets the length (or the length needed, with
  * OB_ERR_RANGE). special: also render control tokens' text. */
 int ob_token_to_piece(const ob_model *model, ob_token id, char *buf, int32_t size, bool special, int32_t *len);
+/* Decode a whole sequence as Hugging Face decode() does (skip_special drops
+ * control tokens). *out is NUL-terminated valid UTF-8, free with ob_free_string. */
+int ob_detokenize(const ob_model *model, const ob_token *ids, int32_t n, bool skip_special, char **out, size_t *len);
+void ob_free_string(char *s);
+
+/* Streaming detokenizer: push ids one at a time; each push yields the newly
+ * complete text (never a broken UTF-8 character; *text valid until the next
+ * call). Concatenated pushes plus the flush equal ob_detokenize. */
+typedef struct ob_detokenizer ob_detokenizer;
+int ob_detokenizer_create(const ob_model *model, bool skip_special, ob_detokenizer **out);
+int ob_detokenizer_push(ob_detokenizer *d, ob_token id, const char **text, size_t *len);
+int ob_detokenizer_flush(ob_detokenizer *d, const char **text, size_t *len);
+void ob_detokenizer_free(ob_detokenizer *d);
+
 ob_token ob_token_bos(const ob_model *model); /* -1 if none */
 ob_token ob_token_eos(const ob_model *model);
 bool ob_token_is_eog(const ob_model *model, ob_token id); /* end of generation (EOS, EOT, ...) */
+
+/* ======================================================================
+ * Chat templates
+ * ====================================================================== */
+
+/* The model's chat template (tokenizer.chat_template), or NULL. */
+const char *ob_model_chat_template(const ob_model *model);
+/* Render a conversation. context_json is a JSON object whose keys become
+ * the template's top-level variables, as transformers' apply_chat_template
+ * passes them: {"messages": [...], "tools": [...], "add_generation_prompt":
+ * true, ...}; bos_token / eos_token are filled from the model when absent.
+ * template_text NULL uses the model's template (ChatML when it has none).
+ * *out is allocated (free with ob_free_string). Errors name the template
+ * line. */
+int ob_chat_render(const ob_model *model, const char *template_text, const char *context_json, size_t len,
+                   char **out, size_t *out_len);
 
 /* ======================================================================
  * Sampling

@@ -8,6 +8,7 @@
 int ob_cmd_info(int argc, char **argv);
 int ob_cmd_dump(int argc, char **argv);
 int ob_cmd_serve(int argc, char **argv);
+int ob_cmd_convert(int argc, char **argv);
 int ob_cmd_eval(int argc, char **argv);
 int ob_cmd_run(int argc, char **argv);
 

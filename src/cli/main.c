@@ -23,6 +23,7 @@ static const subcommand g_cmds[] = {
     {"dump", ob_cmd_dump, "write one tensor, dequantized, as float32 (or text)"},
     {"run", ob_cmd_run, "one completion on the terminal (streamed), with speed"},
     {"eval", ob_cmd_eval, "logits of every position for given ids or a prompt (for comparisons)"},
+    {"convert", ob_cmd_convert, "Hugging Face folder (safetensors, config, tokenizer) -> GGUF"},
     {"serve", ob_cmd_serve, "OpenAI-compatible server (not built yet)"},
     {"version", cmd_version, "version, commit and CPU features"},
 };

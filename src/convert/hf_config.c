@@ -1,0 +1,288 @@
+/*
+ * hf_config.c - config.json -> ob_hf_config.
+ *
+ * Reads the keys both transformers 4.x and 5.x write: RoPE settings come
+ * from `rope_parameters` (5.x, with rope_theta inside) or `rope_scaling` +
+ * `rope_theta` (4.x), like llama.cpp's converter. A `text_config` object, if
+ * any, takes precedence over the top level. Defaults follow transformers'
+ * classes where a key may be absent; the keys that define the tensor shapes
+ * are required.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "hf_internal.h"
+
+char *ob_hf_path(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = ob_malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+typedef struct cfgsrc {
+    json_t *root, *text; /* text: text_config or NULL */
+    const char *path;
+} cfgsrc;
+
+/* A key from text_config first, then the top level; NULL (JSON null counts
+ * as absent) when neither has it. */
+static json_t *cget(const cfgsrc *c, const char *key) {
+    json_t *v = c->text ? json_object_get(c->text, key) : NULL;
+    if (!v || json_is_null(v)) v = json_object_get(c->root, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* An integer value: a JSON integer, or a real that is a whole number. */
+static int as_int(const json_t *v, int64_t *out) {
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 1;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e15) {
+            *out = (int64_t)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int get_int(const cfgsrc *c, const char *key, bool required, int64_t dflt, int64_t *out) {
+    json_t *v = cget(c, key);
+    if (!v) {
+        if (required) return ob_err(OB_ERR_FORMAT, "%s: key '%s' is missing", c->path, key);
+        *out = dflt;
+        return 0;
+    }
+    if (!as_int(v, out)) return ob_err(OB_ERR_FORMAT, "%s: key '%s' is not an integer", c->path, key);
+    return 0;
+}
+
+static int get_pos_int(const cfgsrc *c, const char *key, bool required, int64_t dflt, int64_t *out) {
+    OB_TRY(get_int(c, key, required, dflt, out));
+    if (*out <= 0 || *out > ((int64_t)1 << 31))
+        return ob_err(OB_ERR_FORMAT, "%s: key '%s' = %lld is out of range", c->path, key, (long long)*out);
+    return 0;
+}
+
+static int num_in(const json_t *obj, const char *key, const char *path, const char *where, bool *has, double *out) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    *has = false;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return ob_err(OB_ERR_FORMAT, "%s: %s.%s is not a number", path, where, key);
+    *out = json_number_value(v);
+    *has = true;
+    return 0;
+}
+
+static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
+    json_t *archs = json_object_get(c->root, "architectures");
+    const char *a = NULL;
+    if (json_is_array(archs) && json_array_size(archs) > 0 && json_is_string(json_array_get(archs, 0)))
+        a = json_string_value(json_array_get(archs, 0));
+    if (!a) return ob_err(OB_ERR_FORMAT, "%s: 'architectures' is missing or not a list of names", c->path);
+    snprintf(cfg->hf_arch, sizeof cfg->hf_arch, "%s", a);
+    if (!strcmp(a, "LlamaForCausalLM") || !strcmp(a, "LLaMAForCausalLM")) {
+        cfg->arch = OB_HF_LLAMA;
+        cfg->gguf_arch = "llama";
+    } else if (!strcmp(a, "MistralForCausalLM")) {
+        cfg->arch = OB_HF_MISTRAL;
+        cfg->gguf_arch = "llama";
+    } else if (!strcmp(a, "Qwen2ForCausalLM")) {
+        cfg->arch = OB_HF_QWEN2;
+        cfg->gguf_arch = "qwen2";
+    } else if (!strcmp(a, "Qwen3ForCausalLM")) {
+        cfg->arch = OB_HF_QWEN3;
+        cfg->gguf_arch = "qwen3";
+    } else {
+        return ob_err(OB_ERR_UNSUPPORTED,
+                      "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                      "Qwen2ForCausalLM, Qwen3ForCausalLM are)",
+                      c->path, a);
+    }
+    return 0;
+}
+
+/* RoPE: rope_parameters (transformers 5) or rope_scaling (4.x). */
+static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
+    json_t *rp = cget(c, "rope_parameters");
+    if (!json_is_object(rp)) rp = cget(c, "rope_scaling");
+    if (rp && !json_is_object(rp)) return ob_err(OB_ERR_FORMAT, "%s: rope_scaling is not an object", c->path);
+    const char *where = rp == cget(c, "rope_parameters") ? "rope_parameters" : "rope_scaling";
+    /* Per-layer-type parameters (Gemma-style): the full-attention set applies. */
+    json_t *full = rp ? json_object_get(rp, "full_attention") : NULL;
+    if (json_is_object(full)) rp = full;
+
+    bool has;
+    double d;
+    cfg->rope_theta = 10000.0;
+    OB_TRY(num_in(rp, "rope_theta", c->path, where, &has, &d));
+    if (has) {
+        cfg->rope_theta = d;
+    } else {
+        json_t *v = cget(c, "rope_theta");
+        if (v && !json_is_number(v)) return ob_err(OB_ERR_FORMAT, "%s: key 'rope_theta' is not a number", c->path);
+        if (v) cfg->rope_theta = json_number_value(v);
+    }
+    if (!(cfg->rope_theta > 1.0)) return ob_err(OB_ERR_FORMAT, "%s: rope_theta %g is not > 1", c->path, cfg->rope_theta);
+
+    cfg->rope_scaling = OB_HF_ROPE_NONE;
+    if (!rp) return 0;
+    json_t *pf = json_object_get(rp, "partial_rotary_factor");
+    if (json_is_number(pf) && json_number_value(pf) != 1.0)
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported", c->path,
+                      json_number_value(pf));
+    json_t *jt = json_object_get(rp, "rope_type");
+    if (!json_is_string(jt)) jt = json_object_get(rp, "type");
+    if (!jt || json_is_null(jt)) return 0;
+    if (!json_is_string(jt)) return ob_err(OB_ERR_FORMAT, "%s: %s.rope_type is not a string", c->path, where);
+    const char *type = json_string_value(jt);
+    if (!strcmp(type, "default")) return 0;
+
+    bool has_factor;
+    double factor = 0;
+    OB_TRY(num_in(rp, "factor", c->path, where, &has_factor, &factor));
+    int64_t orig = 0;
+    json_t *jo = json_object_get(rp, "original_max_position_embeddings");
+    if (!jo || json_is_null(jo)) jo = cget(c, "original_max_position_embeddings");
+    if (jo && !as_int(jo, &orig))
+        return ob_err(OB_ERR_FORMAT, "%s: original_max_position_embeddings is not an integer", c->path);
+
+    if (!strcmp(type, "linear")) {
+        if (!has_factor || !(factor > 0))
+            return ob_err(OB_ERR_FORMAT, "%s: linear RoPE scaling needs %s.factor > 0", c->path, where);
+        cfg->rope_scaling = OB_HF_ROPE_LINEAR;
+        cfg->rope_factor = factor;
+    } else if (!strcmp(type, "yarn")) {
+        if (!has_factor || !(factor > 0))
+            return ob_err(OB_ERR_FORMAT, "%s: YaRN RoPE scaling needs %s.factor > 0", c->path, where);
+        if (!jo || orig <= 0)
+            return ob_err(OB_ERR_FORMAT, "%s: YaRN RoPE scaling needs original_max_position_embeddings", c->path);
+        json_t *tr = json_object_get(rp, "truncate");
+        if (json_is_false(tr))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: YaRN with truncate=false is not supported", c->path);
+        cfg->rope_scaling = OB_HF_ROPE_YARN;
+        cfg->rope_factor = factor;
+        cfg->rope_orig_ctx = orig;
+        /* As llama.cpp: the optional parameters are written only when given. */
+        OB_TRY(num_in(rp, "extrapolation_factor", c->path, where, &cfg->has_yarn_ext_factor, &cfg->yarn_ext_factor));
+        OB_TRY(num_in(rp, "attention_factor", c->path, where, &cfg->has_yarn_attn_factor, &cfg->yarn_attn_factor));
+        if (!cfg->has_yarn_attn_factor)
+            OB_TRY(num_in(rp, "attn_factor", c->path, where, &cfg->has_yarn_attn_factor, &cfg->yarn_attn_factor));
+        OB_TRY(num_in(rp, "beta_fast", c->path, where, &cfg->has_yarn_beta_fast, &cfg->yarn_beta_fast));
+        OB_TRY(num_in(rp, "beta_slow", c->path, where, &cfg->has_yarn_beta_slow, &cfg->yarn_beta_slow));
+        if (json_object_get(rp, "mscale") && !cfg->has_yarn_attn_factor)
+            OB_LOGW("%s: YaRN mscale/mscale_all_dim are not carried into the GGUF file", c->path);
+    } else if (!strcmp(type, "llama3")) {
+        cfg->rope_scaling = OB_HF_ROPE_LLAMA3;
+        cfg->rope_factor = has_factor ? factor : 8.0;
+        bool h;
+        cfg->llama3_low_freq_factor = 1.0;
+        cfg->llama3_high_freq_factor = 4.0;
+        OB_TRY(num_in(rp, "low_freq_factor", c->path, where, &h, &d));
+        if (h) cfg->llama3_low_freq_factor = d;
+        OB_TRY(num_in(rp, "high_freq_factor", c->path, where, &h, &d));
+        if (h) cfg->llama3_high_freq_factor = d;
+        /* transformers reads it from the RoPE parameters; 8192 is Llama 3's. */
+        cfg->rope_orig_ctx = jo ? orig : 8192;
+        if (!(cfg->rope_factor > 0) || cfg->rope_orig_ctx <= 0 ||
+            !(cfg->llama3_high_freq_factor > cfg->llama3_low_freq_factor) || !(cfg->llama3_low_freq_factor > 0))
+            return ob_err(OB_ERR_FORMAT, "%s: inconsistent llama3 RoPE parameters", c->path);
+    } else {
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' is not supported (linear, yarn, llama3 are)",
+                      c->path, type);
+    }
+    return 0;
+}
+
+static int parse(const cfgsrc *c, ob_hf_config *cfg) {
+    OB_TRY(parse_arch(c, cfg));
+    OB_TRY(get_pos_int(c, "hidden_size", true, 0, &cfg->n_embd));
+    OB_TRY(get_pos_int(c, "intermediate_size", true, 0, &cfg->n_ff));
+    OB_TRY(get_pos_int(c, "num_hidden_layers", true, 0, &cfg->n_layer));
+    OB_TRY(get_pos_int(c, "num_attention_heads", true, 0, &cfg->n_head));
+    OB_TRY(get_pos_int(c, "vocab_size", true, 0, &cfg->n_vocab));
+    OB_TRY(get_pos_int(c, "max_position_embeddings", true, 0, &cfg->n_ctx));
+    OB_TRY(get_pos_int(c, "num_key_value_heads", false, cfg->n_head, &cfg->n_head_kv));
+    cfg->head_dim_given = cget(c, "head_dim") != NULL;
+    OB_TRY(get_pos_int(c, "head_dim", false, cfg->n_embd / cfg->n_head, &cfg->head_dim));
+    if (cfg->n_head % cfg->n_head_kv)
+        return ob_err(OB_ERR_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                      c->path, (long long)cfg->n_head, (long long)cfg->n_head_kv);
+    if (cfg->head_dim % 2)
+        return ob_err(OB_ERR_FORMAT, "%s: head_dim %lld is odd; RoPE rotates pairs", c->path,
+                      (long long)cfg->head_dim);
+
+    json_t *act = cget(c, "hidden_act");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_act must be 'silu' for %s", c->path, cfg->hf_arch);
+
+    json_t *eps = cget(c, "rms_norm_eps");
+    if (eps && !json_is_number(eps)) return ob_err(OB_ERR_FORMAT, "%s: key 'rms_norm_eps' is not a number", c->path);
+    cfg->rms_eps = eps ? json_number_value(eps) : 1e-6; /* the default of all four transformers classes */
+    if (!(cfg->rms_eps > 0)) return ob_err(OB_ERR_FORMAT, "%s: rms_norm_eps must be > 0", c->path);
+
+    json_t *tie = cget(c, "tie_word_embeddings");
+    if (tie && !json_is_boolean(tie))
+        return ob_err(OB_ERR_FORMAT, "%s: key 'tie_word_embeddings' is not a boolean", c->path);
+    cfg->tied = tie ? json_is_true(tie) : false;
+
+    cfg->sliding_window = 0;
+    if (cfg->arch == OB_HF_MISTRAL) {
+        OB_TRY(get_int(c, "sliding_window", false, 0, &cfg->sliding_window));
+        if (cfg->sliding_window < 0)
+            return ob_err(OB_ERR_FORMAT, "%s: sliding_window must be positive", c->path);
+    } else if (cfg->arch == OB_HF_QWEN2 || cfg->arch == OB_HF_QWEN3) {
+        /* Qwen's per-layer sliding window (layers >= max_window_layers) has no
+         * llama.cpp form; refuse rather than write a model that computes
+         * something else. */
+        json_t *use = cget(c, "use_sliding_window");
+        if (json_is_true(use))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: use_sliding_window=true is not supported for %s", c->path,
+                          cfg->hf_arch);
+    }
+
+    OB_TRY(parse_rope(c, cfg));
+
+    cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
+    int64_t v;
+    json_t *j;
+    if ((j = cget(c, "bos_token_id")) && as_int(j, &v) && v >= 0) cfg->bos_id = v;
+    if ((j = cget(c, "eos_token_id")) && as_int(j, &v) && v >= 0) cfg->eos_id = v;
+    if ((j = cget(c, "pad_token_id")) && as_int(j, &v) && v >= 0) cfg->pad_id = v;
+    return 0;
+}
+
+int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    char *path = ob_hf_path(dir, "config.json");
+    if (!path) return ob_err(OB_ERR_OOM, "path");
+    json_error_t jerr;
+    /* Integers as reals (as_int takes whole reals back): a huge integer
+     * somewhere in the file must not stop the parse. */
+    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
+    int rc;
+    if (!root) {
+        rc = ob_err(jerr.line < 0 ? OB_ERR_IO : OB_ERR_FORMAT, "%s: %s", path, jerr.text);
+    } else if (!json_is_object(root)) {
+        rc = ob_err(OB_ERR_FORMAT, "%s: not a JSON object", path);
+    } else {
+        cfgsrc c = {root, json_object_get(root, "text_config"), path};
+        if (c.text && !json_is_object(c.text)) c.text = NULL;
+        rc = parse(&c, cfg);
+    }
+    json_decref(root);
+    ob_free(path);
+    return rc;
+}

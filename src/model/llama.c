@@ -238,5 +238,5 @@ static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
 }
 
 const ob_arch ob_arch_llama = {"llama", true, llama_load, llama_work_size, llama_forward};
-const ob_arch ob_arch_qwen2 = {"qwen2", false, llama_load, llama_work_size, llama_forward};
-const ob_arch ob_arch_qwen3 = {"qwen3", false, llama_load, llama_work_size, llama_forward};
+const ob_arch ob_arch_qwen2 = {"qwen2", true, llama_load, llama_work_size, llama_forward};
+const ob_arch ob_arch_qwen3 = {"qwen3", true, llama_load, llama_work_size, llama_forward};

@@ -128,7 +128,12 @@ int32_t ob_seq_len(const ob_context *ctx, int32_t seq_id);
 int ob_seq_remove(ob_context *ctx, int32_t seq_id, int32_t p0);
 /* Make dst share src's first n_pos positions (pages shared, copied on write). */
 int ob_seq_copy(ob_context *ctx, int32_t src, int32_t dst, int32_t n_pos);
-/* KV pages: total and in use. */
+/* Attach to an empty sequence the longest run of whole KV pages that the
+ * prefix index holds for tokens[0..n) (pages other sequences computed, or
+ * that are parked after use). *n_reused gets the positions now held
+ * (a multiple of the page size); decoding continues at that position. */
+int ob_seq_reuse_prefix(ob_context *ctx, int32_t seq_id, const ob_token *tokens, int32_t n, int32_t *n_reused);
+/* KV pages: total and in use (parked prefix pages count as free). */
 void ob_kv_usage(const ob_context *ctx, int64_t *used_blocks, int64_t *total_blocks);
 
 /* ======================================================================

@@ -276,6 +276,62 @@ TEST(prefix_sharing_copy_on_write) {
     ob_context_free(ctx);
 }
 
+TEST(prefix_index_reuse_and_eviction) {
+    NEED_MODEL();
+    enum { N = 14 };
+    ob_token toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (ob_token)(i == 0 ? 1 : 280 + i * 11);
+    static float base[N * 512];
+    baseline(toks, N, base);
+    /* 4-position pages, 8 pages in the pool, 2 sequences */
+    ob_context *ctx = new_ctx(32, 2, 16, OB_KV_F32, 8, 4);
+    int32_t pos[N], seq[N] = {0};
+    for (int i = 0; i < N; i++) pos[i] = i;
+    ob_batch b = {12, toks, pos, seq, NULL};
+    CHECK_OK(ob_decode(ctx, &b)); /* seq 0: pages 0-2 full and indexed */
+    int32_t got = -1;
+    CHECK_OK(ob_seq_reuse_prefix(ctx, 1, toks, 13, &got));
+    CHECK_EQ_INT(got, 12);
+    int64_t used, total;
+    ob_kv_usage(ctx, &used, &total);
+    CHECK_EQ_INT(used, 3); /* shared, nothing new */
+    CHECK_OK(decode_one(ctx, toks[12], 12, 1));
+    CHECK(max_abs_diff(ob_get_logits(ctx, 0), base + 12 * 512, 512) < 1e-4);
+    /* a different token inside page 1: only page 0 matches */
+    ob_token other[N];
+    memcpy(other, toks, sizeof other);
+    other[5] = 499;
+    CHECK_OK(ob_seq_remove(ctx, 1, 0));
+    CHECK_OK(ob_seq_reuse_prefix(ctx, 1, other, 13, &got));
+    CHECK_EQ_INT(got, 4);
+    CHECK_EQ_INT(ob_seq_reuse_prefix(ctx, 1, other, 13, &got), OB_ERR_INVALID_ARG); /* not empty */
+    /* release everything: pages stay findable while parked */
+    CHECK_OK(ob_seq_remove(ctx, 1, 0));
+    CHECK_OK(ob_seq_remove(ctx, 0, 0));
+    ob_kv_usage(ctx, &used, &total);
+    CHECK_EQ_INT(used, 0);
+    CHECK_OK(ob_seq_reuse_prefix(ctx, 0, toks, 13, &got));
+    CHECK_EQ_INT(got, 12);
+    CHECK_OK(decode_one(ctx, toks[12], 12, 0));
+    CHECK(max_abs_diff(ob_get_logits(ctx, 0), base + 12 * 512, 512) < 1e-4);
+    /* fill the pool with another sequence: parked pages get evicted, never in-use ones */
+    CHECK_OK(ob_seq_remove(ctx, 0, 0));
+    ob_token fill[N];
+    for (int i = 0; i < N; i++) fill[i] = (ob_token)(300 + i);
+    int32_t seq1[N];
+    for (int i = 0; i < N; i++) seq1[i] = 1;
+    ob_batch bf = {N, fill, pos, seq1, NULL};
+    CHECK_OK(ob_decode(ctx, &bf)); /* 4 pages: needs one parked page evicted at most */
+    CHECK_OK(ob_seq_reuse_prefix(ctx, 0, toks, 13, &got));
+    CHECK(got <= 12);
+    /* whatever survived is still correct */
+    if (got == 12) {
+        CHECK_OK(decode_one(ctx, toks[12], 12, 0));
+        CHECK(max_abs_diff(ob_get_logits(ctx, 0), base + 12 * 512, 512) < 1e-4);
+    }
+    ob_context_free(ctx);
+}
+
 TEST(kv_full_is_an_error_that_changes_nothing) {
     NEED_MODEL();
     /* 3 blocks of 4 = 12 positions in the pool, 2 sequences */

@@ -220,6 +220,77 @@ TEST(limits_and_errors) {
     ob_engine_free(e);         /* with requests still queued: they end cancelled */
 }
 
+TEST(shared_prefix_is_reused_and_changes_nothing) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(2, 256, 64, 0, 16);
+    ob_token prompt[50];
+    prompt[0] = 1;
+    for (int k = 1; k < 50; k++) prompt[k] = g_expected[k - 1];
+    ob_token out1[32], out2[32];
+    ob_event d1, d2;
+    ob_request *r;
+    ob_gen_params g = greedy(20);
+    CHECK_OK(ob_engine_submit(e, prompt, 50, &g, &r));
+    CHECK_EQ_INT(drain(r, out1, 32, &d1), 20);
+    ob_request_free(r);
+    CHECK_EQ_INT(d1.n_cached, 0);
+    /* same prompt again: the 3 full pages (48 positions) come from the index */
+    CHECK_OK(ob_engine_submit(e, prompt, 50, &g, &r));
+    CHECK_EQ_INT(drain(r, out2, 32, &d2), 20);
+    ob_request_free(r);
+    CHECK_EQ_INT(d2.n_cached, 48);
+    CHECK(memcmp(out1, out2, 20 * sizeof(ob_token)) == 0);
+    CHECK(memcmp(out1, g_expected + 49, 20 * sizeof(ob_token)) == 0);
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.tokens_cached, 48);
+    ob_engine_free(e);
+}
+
+TEST(no_page_leaks_after_many_mixed_requests) {
+    NEED_MODEL();
+    ob_engine *e = new_engine(4, 128, 32, 24, 8); /* tight pool: preemption and eviction happen */
+    uint64_t rng = 12345;
+    enum { R = 400 };
+    ob_request *live[8] = {0};
+    int done = 0, submitted = 0;
+    while (done < R) {
+        for (int i = 0; i < 8 && submitted < R; i++) {
+            if (live[i]) continue;
+            ob_token prompt[40];
+            int n = 1 + (int)(test_rand_u64(&rng) % 39);
+            prompt[0] = 1;
+            for (int k = 1; k < n; k++) prompt[k] = g_expected[k - 1]; /* shared prefixes */
+            ob_gen_params g = ob_gen_default_params();
+            g.sampling.seed = test_rand_u64(&rng);
+            g.max_tokens = 1 + (int)(test_rand_u64(&rng) % 12);
+            if (ob_engine_submit(e, prompt, n, &g, &live[i]) == 0) submitted++;
+            else live[i] = NULL;
+        }
+        for (int i = 0; i < 8; i++) {
+            if (!live[i]) continue;
+            ob_event ev;
+            if (test_rand_u64(&rng) % 7 == 0) ob_request_cancel(live[i]);
+            if (ob_request_wait(live[i], &ev, 20000) != 0) {
+                CHECK_MSG(0, "request timed out");
+                return;
+            }
+            if (ev.type == OB_EVENT_DONE) {
+                ob_request_free(live[i]);
+                live[i] = NULL;
+                done++;
+            }
+        }
+    }
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK_EQ_INT(st.requests_ok + st.requests_cancelled + st.requests_failed, R);
+    CHECK_EQ_INT(st.requests_failed, 0);
+    ob_engine_free(e);
+}
+
 TEST(logprobs_are_log_softmax) {
     NEED_MODEL();
     ob_engine *e = new_engine(1, 64, 16, 0, 16);

@@ -23,6 +23,8 @@ typedef struct ob_seq {
     int32_t *blocks;   /* block table [cap] */
     int32_t n_blocks;
     int32_t cap;
+    ob_token *tokens;  /* [n_ctx] the token at each position (for the prefix index) */
+    uint64_t *hashes;  /* [n_ctx / block_size + 1] chained hash of each full block */
 } ob_seq;
 
 struct ob_context {
@@ -171,6 +173,11 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         c->attn = ob_calloc((size_t)p.n_batch, sizeof(ob_attn_token));
         if (!c->seqs || !c->slots || !c->out_idx || !c->batch_to_out || !c->next_pos || !c->attn)
             rc = ob_err(OB_ERR_OOM, "context tables");
+        for (int32_t s = 0; rc == 0 && s < p.n_seq_max; s++) {
+            c->seqs[s].tokens = ob_malloc((size_t)p.n_ctx * sizeof(ob_token));
+            c->seqs[s].hashes = ob_calloc((size_t)(p.n_ctx / p.kv_block_size + 1), sizeof(uint64_t));
+            if (!c->seqs[s].tokens || !c->seqs[s].hashes) rc = ob_err(OB_ERR_OOM, "context tables");
+        }
     }
     if (rc == 0) {
         c->work_floats = m->arch->work_size(m, p.n_batch);
@@ -193,6 +200,8 @@ void ob_context_free(ob_context *c) {
         for (int32_t s = 0; s < c->p.n_seq_max; s++) {
             for (int32_t i = 0; i < c->seqs[s].n_blocks; i++) ob_kv_block_release(&c->kv, c->seqs[s].blocks[i]);
             ob_free(c->seqs[s].blocks);
+            ob_free(c->seqs[s].tokens);
+            ob_free(c->seqs[s].hashes);
         }
     if (c->backend) {
         ob_kv_cache_free(&c->kv);
@@ -262,11 +271,40 @@ int ob_seq_copy(ob_context *c, int32_t src, int32_t dst, int32_t n_pos) {
     }
     d->n_blocks = nb;
     d->n_pos = n_pos;
+    memcpy(d->tokens, s->tokens, (size_t)n_pos * sizeof(ob_token));
+    memcpy(d->hashes, s->hashes, (size_t)(n_pos / c->p.kv_block_size) * sizeof(uint64_t));
+    return 0;
+}
+
+int ob_seq_reuse_prefix(ob_context *c, int32_t seq, const ob_token *tokens, int32_t n, int32_t *n_reused) {
+    *n_reused = 0;
+    OB_TRY(check_seq(c, seq));
+    ob_seq *s = &c->seqs[seq];
+    if (s->n_pos != 0) return ob_err(OB_ERR_INVALID_ARG, "prefix reuse needs an empty sequence (%d holds %d)", seq, s->n_pos);
+    const int32_t bs = c->p.kv_block_size;
+    if (n > c->p.n_ctx) n = c->p.n_ctx;
+    int32_t full = n / bs;
+    OB_TRY(seq_reserve_table(s, full > 0 ? full : 1));
+    uint64_t parent = 0;
+    int32_t k = 0;
+    for (; k < full; k++) {
+        uint64_t h = ob_kv_hash(parent, tokens + (size_t)k * bs, bs);
+        int32_t b = ob_kv_lookup(&c->kv, h, tokens + (size_t)k * bs);
+        if (b < 0) break;
+        ob_kv_block_retain(&c->kv, b);
+        s->blocks[k] = b;
+        s->hashes[k] = h;
+        parent = h;
+    }
+    s->n_blocks = k;
+    s->n_pos = k * bs;
+    memcpy(s->tokens, tokens, (size_t)s->n_pos * sizeof(ob_token));
+    *n_reused = s->n_pos;
     return 0;
 }
 
 void ob_kv_usage(const ob_context *c, int64_t *used, int64_t *total) {
-    if (used) *used = c->kv.n_blocks - c->kv.n_free;
+    if (used) *used = c->kv.n_blocks - ob_kv_available(&c->kv);
     if (total) *total = c->kv.n_blocks;
 }
 
@@ -287,6 +325,10 @@ static int32_t blocks_needed(const ob_context *c, const ob_seq *s, int32_t new_l
 static int seq_grow(ob_context *c, ob_seq *s, int32_t new_len) {
     const int32_t bs = c->p.kv_block_size;
     int32_t first = s->n_pos / bs;
+    /* A block this sequence alone holds is written in place: if the prefix
+     * index knows it, its contents are about to change, so forget it. */
+    if (new_len > s->n_pos && first < s->n_blocks && c->kv.ref[s->blocks[first]] == 1)
+        ob_kv_unregister(&c->kv, s->blocks[first]);
     if (new_len > s->n_pos && first < s->n_blocks && c->kv.ref[s->blocks[first]] > 1) {
         int32_t nb = ob_kv_block_alloc(&c->kv);
         OB_ASSERT(nb >= 0); /* reserved by the caller */
@@ -349,9 +391,9 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
     int64_t need = 0;
     for (int32_t s = 0; s < c->p.n_seq_max; s++)
         if (c->next_pos[s] > c->seqs[s].n_pos) need += blocks_needed(c, &c->seqs[s], c->next_pos[s]);
-    if (need > c->kv.n_free)
+    if (need > ob_kv_available(&c->kv))
         return ob_err(OB_ERR_FULL, "KV cache full: the batch needs %lld more blocks, %lld are free", (long long)need,
-                      (long long)c->kv.n_free);
+                      (long long)ob_kv_available(&c->kv));
     int32_t n_out = 0;
     for (int32_t i = 0; i < n; i++) {
         bool want = batch->logits ? batch->logits[i] != 0 : i == n - 1;
@@ -389,7 +431,17 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
         for (int32_t s = 0; s < c->p.n_seq_max; s++) seq_truncate(c, &c->seqs[s], c->seqs[s].n_pos);
         return rc;
     }
-    for (int32_t s = 0; s < c->p.n_seq_max; s++) c->seqs[s].n_pos = c->next_pos[s];
+    for (int32_t i = 0; i < n; i++) c->seqs[batch->seq_id[i]].tokens[batch->pos[i]] = batch->token[i];
+    for (int32_t s = 0; s < c->p.n_seq_max; s++) {
+        ob_seq *q = &c->seqs[s];
+        /* register every block this batch completed, chaining the hashes */
+        for (int32_t k = q->n_pos / bs; k < c->next_pos[s] / bs; k++) {
+            uint64_t parent = k > 0 ? q->hashes[k - 1] : 0;
+            q->hashes[k] = ob_kv_hash(parent, q->tokens + (size_t)k * bs, bs);
+            ob_kv_register(&c->kv, q->blocks[k], q->hashes[k], q->tokens + (size_t)k * bs);
+        }
+        q->n_pos = c->next_pos[s];
+    }
     c->n_out = n_out;
     c->n_last = n;
     return 0;

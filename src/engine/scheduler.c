@@ -46,6 +46,8 @@ struct ob_request {
     int32_t seq;             /* slot, -1 when none */
     int32_t n_past;          /* tokens already in the KV cache */
     int32_t n_generated;
+    int32_t n_cached;        /* prompt positions taken from the prefix index at first admission */
+    bool reused;             /* prefix lookup done for the current admission */
     ob_sampler *sampler;
     int32_t batch_idx;       /* index of its logits row in this step's batch, -1 if none */
     double t_submit, t_start, t_first, t_end;
@@ -189,7 +191,7 @@ static void post_done(ob_engine *e, ob_request *r, ob_finish finish, int status,
     if (msg) snprintf(ev.message, sizeof ev.message, "%s", msg);
     r->t_end = now_ms();
     ev.n_prompt = r->n_prompt;
-    ev.n_cached = 0;
+    ev.n_cached = r->n_cached;
     ev.n_generated = r->n_generated;
     ev.t_queue_ms = (r->t_start > 0 ? r->t_start : r->t_end) - r->t_submit;
     ev.t_prompt_ms = r->t_first > 0 ? r->t_first - r->t_start : 0;
@@ -229,6 +231,7 @@ static void preempt(ob_engine *e, ob_request *r) {
     release_slot(e, r);
     r->state = RS_WAITING;
     r->n_past = 0;
+    r->reused = false;
     pthread_mutex_lock(&e->lock);
     r->next = e->q_head;
     e->q_head = r;
@@ -365,6 +368,22 @@ static bool step(ob_engine *e) {
     for (int32_t s = 0; s < n_par; s++) {
         ob_request *r = e->slots[s];
         if (r && atomic_load(&r->cancelled)) finish_request(e, r, OB_FINISH_CANCELLED, 0, NULL);
+    }
+    /* newly admitted: take what the prefix index already holds (all but the
+     * last token, whose logits we need) */
+    for (int32_t s = 0; s < n_par; s++) {
+        ob_request *r = e->slots[s];
+        if (!r || r->state != RS_PREFILL || r->reused) continue;
+        int32_t got = 0;
+        if (ob_seq_reuse_prefix(e->ctx, r->seq, r->tokens, r->n_tokens - 1, &got) < 0) got = 0;
+        r->n_past = got;
+        r->reused = true;
+        if (r->n_generated == 0) {
+            r->n_cached = got;
+            pthread_mutex_lock(&e->lock);
+            e->stats.tokens_cached += (uint64_t)got;
+            pthread_mutex_unlock(&e->lock);
+        }
     }
     int32_t n = 0;
     bool any = false;

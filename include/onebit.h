@@ -63,7 +63,7 @@ typedef struct ob_context ob_context;
 typedef int32_t ob_token;
 
 typedef struct ob_model_params {
-    const char *device;  /* "cpu" (default) */
+    const char *device;  /* "cpu" (default), "cuda", "cuda:N", or "auto" (the GPU when there is one) */
     int n_threads;       /* threads for load-time work; <= 0: all cores */
 } ob_model_params;
 

@@ -1,6 +1,8 @@
 /*
  * backend.c - tensor helpers shared by every backend.
  */
+#include <string.h>
+
 #include "backend.h"
 
 void ob_tensor_init(ob_tensor *t, ob_type type, int n_dims, const int64_t *ne, void *data) {
@@ -27,3 +29,5 @@ size_t ob_tensor_nbytes(const ob_tensor *t) { return t->nb[3] * (size_t)t->ne[3]
 void ob_backend_free(ob_backend *b) {
     if (b) b->ops->free(b);
 }
+
+bool ob_backend_is_cpu(const ob_backend *b) { return b && b->ops->name && !strcmp(b->ops->name, "cpu"); }

@@ -158,5 +158,33 @@ struct ob_backend {
 /* The CPU backend with its own thread pool (n_threads <= 0: all cores). */
 int ob_backend_cpu_create(int n_threads, ob_backend **out);
 void ob_backend_free(ob_backend *b);
+/* True for the CPU backend (weights in host memory, ops synchronous). */
+bool ob_backend_is_cpu(const ob_backend *b);
+
+/* ---- the CUDA plugin (lib1bit-cuda.so), loaded at run time ----
+ *
+ * The plugin exports one C function, OB_CUDA_ENTRY, that fills an
+ * ob_backend whose ops live in the plugin. What the plugin needs from the
+ * host (error messages, logging) comes in ob_cuda_host, so the plugin does
+ * not link against the binary that loads it. */
+#define OB_CUDA_ABI_VERSION 1
+#define OB_CUDA_ENTRY "ob_cuda_backend_create"
+
+typedef struct ob_cuda_host {
+    int abi_version;                                             /* OB_CUDA_ABI_VERSION */
+    int (*err)(int status, const char *fmt, ...);                /* ob_err */
+    void (*log)(int level, const char *fmt, ...);                /* ob_log */
+} ob_cuda_host;
+
+/* device: CUDA device index. Returns 0 or a negative ob_status (message set via host->err). */
+typedef int (*ob_cuda_create_fn)(const ob_cuda_host *host, int device, ob_backend **out);
+
+/* Load the plugin and create a backend on `device`. Looks for the library in
+ * $OB_CUDA_LIB, next to the executable, in ../lib beside it, then the
+ * loader's search path. A missing library, driver or device is an
+ * OB_ERR_UNSUPPORTED / OB_ERR_DEVICE with a message that says which. */
+int ob_backend_cuda_create(int device, ob_backend **out);
+/* Parse "cpu", "cuda", "cuda:N", "auto" into (is_cuda, device index). */
+int ob_backend_parse_device(const char *s, bool *cuda, int *device);
 
 #endif

@@ -30,7 +30,8 @@ typedef struct ob_seq {
 struct ob_context {
     ob_model *model;
     ob_context_params p;
-    ob_backend *backend;   /* owned: the context's threads */
+    ob_backend *backend;   /* the CPU: the context's own (threads); a GPU: the model's */
+    bool own_backend;
     ob_kv_cache kv;
     ob_seq *seqs;          /* [n_seq_max] */
     float *work;           /* backend workspace for n_batch tokens */
@@ -54,13 +55,23 @@ ob_model_params ob_model_default_params(void) {
 int ob_model_load(const char *path, const ob_model_params *params, ob_model **out) {
     *out = NULL;
     ob_model_params p = params ? *params : ob_model_default_params();
-    if (p.device && strcmp(p.device, "cpu") != 0)
-        return ob_err(OB_ERR_UNSUPPORTED, "device '%s' is not available (only 'cpu' in this build)", p.device);
+    bool cuda = false;
+    int device = 0;
+    int dev_rc = ob_backend_parse_device(p.device, &cuda, &device);
+    if (dev_rc < 0) return dev_rc;
     ob_model *m = ob_calloc(1, sizeof *m);
     if (!m) return ob_err(OB_ERR_OOM, "model");
     int rc = ob_gguf_open(path, &m->gguf);
-    if (rc == 0) {
-        /* The loader's backend only binds weights; contexts bring their own threads. */
+    if (rc == 0 && (cuda || dev_rc == 1)) {
+        rc = ob_backend_cuda_create(device, &m->backend);
+        if (rc < 0 && dev_rc == 1) { /* "auto": no GPU is fine */
+            OB_LOGI("no CUDA device (%s); using the CPU", ob_last_error());
+            ob_err_clear();
+            rc = 0;
+        }
+    }
+    if (rc == 0 && !m->backend) {
+        /* The loader's CPU backend only binds weights; contexts bring their own threads. */
         rc = ob_backend_cpu_create(1, &m->backend);
     }
     const char *arch = NULL;
@@ -160,7 +171,13 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
     if (!c) return ob_err(OB_ERR_OOM, "context");
     c->model = m;
     c->p = p;
-    int rc = ob_backend_cpu_create(p.n_threads, &c->backend);
+    int rc = 0;
+    if (ob_backend_is_cpu(m->backend)) {
+        rc = ob_backend_cpu_create(p.n_threads, &c->backend);
+        c->own_backend = rc == 0;
+    } else {
+        c->backend = m->backend;
+    }
     if (rc == 0)
         rc = ob_kv_cache_init(&c->kv, c->backend, kv_ob_type(p.kv_type), (int)m->hp.n_layer,
                               m->hp.n_head_kv * m->hp.head_dim, p.kv_block_size, p.kv_blocks);
@@ -215,7 +232,7 @@ void ob_context_free(ob_context *c) {
     ob_free(c->batch_to_out);
     ob_free(c->next_pos);
     ob_free(c->attn);
-    ob_backend_free(c->backend);
+    if (c->own_backend) ob_backend_free(c->backend);
     ob_free(c);
 }
 

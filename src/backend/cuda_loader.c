@@ -52,7 +52,8 @@ static void *try_open(const char *path, char *why, size_t why_size) {
     if (!h) {
         const char *e = dlerror();
         size_t n = strlen(why);
-        if (n < why_size) snprintf(why + n, why_size - n, "\n  %s: %s", path, e ? e : "?");
+        /* (the result is checked so gcc accepts that long paths may be cut) */
+        if (n < why_size && snprintf(why + n, why_size - n, "\n  %s: %s", path, e ? e : "?") < 0) why[n] = '\0';
     }
     return h;
 }

@@ -7,6 +7,9 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include <unistd.h>
+
+#include "convert/convert.h"
 #include "core/status.h"
 #include "onebit.h"
 #include "test.h"
@@ -311,6 +314,116 @@ TEST(logprobs_are_log_softmax) {
     CHECK_NEAR(ev.top[1].logprob - ev.top[0].logprob, 15.4062 - 17.0235, 1e-3);
     ob_request_free(r);
     ob_engine_free(e);
+}
+
+/* ---- invariance on every verified architecture (transformers fixtures) ---- */
+
+static int read_ids(const char *path, ob_token *out, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0, v;
+    while (n < cap && fscanf(f, "%d", &v) == 1) out[n++] = v;
+    fclose(f);
+    return n;
+}
+
+/* Run `copies` identical requests of the prompt through an engine; all
+ * outputs must equal `want`. */
+static void run_copies(ob_model *m, const ob_token *prompt, int np, const ob_token *want, int ngen, int n_par,
+                       int n_batch, int64_t kv_blocks, int copies, const char *what, const char *name) {
+    ob_engine_params p = ob_engine_default_params();
+    p.n_parallel = n_par;
+    p.n_ctx = 128;
+    p.n_batch = n_batch;
+    p.kv_blocks = kv_blocks;
+    p.kv_block_size = 8;
+    p.n_threads = 2;
+    p.kv_type = OB_KV_F32;
+    p.queue_max = 64;
+    ob_engine *e = NULL;
+    CHECK_OK(ob_engine_create(m, &p, &e));
+    if (!e) return;
+    ob_request *r[16];
+    for (int round = 0; round < 2; round++) { /* the second round finds the prompt in the prefix index */
+        for (int i = 0; i < copies; i++) {
+            ob_gen_params g = greedy(ngen);
+            g.ignore_eos = true;
+            CHECK_OK(ob_engine_submit(e, prompt, np, &g, &r[i]));
+        }
+        for (int i = 0; i < copies; i++) {
+            ob_token out[64];
+            ob_event done;
+            int n = drain(r[i], out, 64, &done);
+            CHECK_MSG(n == ngen && memcmp(out, want, (size_t)ngen * sizeof(ob_token)) == 0,
+                      "%s %s round %d copy %d: %d tokens, differs", name, what, round, i, n);
+            if (round == 1) CHECK_MSG(done.n_cached > 0, "%s %s: no prefix reuse in round 2", name, what);
+            ob_request_free(r[i]);
+        }
+    }
+    ob_engine_stats st;
+    ob_engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    ob_engine_free(e);
+}
+
+TEST(invariance_on_every_verified_architecture) {
+    static const char *cases[] = {"llama", "llama_tied", "llama_rope_linear", "llama_rope_yarn", "llama_rope_llama3",
+                                  "mistral_swa", "qwen2", "qwen3", "qwen3_tied"};
+    char dir[4096], out[256];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(dir, sizeof dir, "%s/tests/data/models/%s", OB_SOURCE_DIR, cases[c]);
+        snprintf(out, sizeof out, "/tmp/ob_sched_%d_%s.gguf", (int)getpid(), cases[c]);
+        ob_convert_opts o;
+        ob_convert_opts_init(&o);
+        o.outtype = OB_TYPE_F32;
+        CHECK_OK(ob_convert_hf(dir, out, &o));
+        ob_model *m = NULL;
+        CHECK_OK(ob_model_load(out, NULL, &m));
+        unlink(out);
+        if (!m) continue;
+        ob_token prompt[64], ref[32];
+        char path[4200];
+        snprintf(path, sizeof path, "%s/prompt.txt", dir);
+        int np = read_ids(path, prompt, 64);
+        snprintf(path, sizeof path, "%s/greedy.txt", dir);
+        int ng = read_ids(path, ref, 32);
+        CHECK(np == 64 && ng == 32);
+        /* a 40-token prompt leaves room in the 128-position context */
+        np = 40;
+        ob_token alone[16];
+        /* alone, whole prompt in one step */
+        ob_engine_params p = ob_engine_default_params();
+        p.n_ctx = 128;
+        p.kv_type = OB_KV_F32;
+        p.n_threads = 2;
+        ob_engine *e = NULL;
+        CHECK_OK(ob_engine_create(m, &p, &e));
+        ob_request *r;
+        ob_gen_params g = greedy(16);
+        g.ignore_eos = true;
+        CHECK_OK(ob_engine_submit(e, prompt, np, &g, &r));
+        ob_event done;
+        CHECK_EQ_INT(drain(r, alone, 16, &done), 16);
+        ob_request_free(r);
+        ob_engine_free(e);
+        /* with 7 others and chunked prefill (budget 8 per step), twice (prefix cache) */
+        run_copies(m, prompt, np, alone, 16, 8, 16, 0, 8, "8 in a batch, chunked", cases[c]);
+        /* with a pool too small for everyone: preemptions */
+        run_copies(m, prompt, np, alone, 16, 4, 64, 16, 4, "preempted", cases[c]);
+        /* the full 64-token prompt gives transformers' greedy continuation */
+        p.n_ctx = 128;
+        CHECK_OK(ob_engine_create(m, &p, &e));
+        g = greedy(32);
+        g.ignore_eos = true;
+        ob_token full[32];
+        CHECK_OK(ob_engine_submit(e, prompt, 64, &g, &r));
+        read_ids(path, ref, 32);
+        CHECK_EQ_INT(drain(r, full, 32, &done), 32);
+        CHECK_MSG(memcmp(full, ref, sizeof full) == 0, "%s: engine greedy differs from transformers", cases[c]);
+        ob_request_free(r);
+        ob_engine_free(e);
+        ob_model_free(m);
+    }
 }
 
 int main(int argc, char **argv) {

@@ -16,6 +16,11 @@
 #include "../core/status.h"
 #include "onebit.h"
 
+typedef struct ob_cand {
+    float logit;
+    int32_t id;
+} ob_cand;
+
 struct ob_sampler {
     ob_sampler_params p;
     int32_t n_vocab;
@@ -25,7 +30,7 @@ struct ob_sampler {
     int32_t *counts;    /* [n_vocab] occurrences inside the window */
     /* scratch */
     float *logit;       /* [n_vocab] */
-    int32_t *idx;       /* [n_vocab] candidate ids */
+    ob_cand *cand;      /* [n_vocab] candidates, best first */
     float *prob;        /* [n_vocab] */
 };
 
@@ -86,9 +91,9 @@ int ob_sampler_create(const ob_sampler_params *params, int32_t n_vocab, ob_sampl
     s->hist = ob_calloc((size_t)(s->hist_cap > 0 ? s->hist_cap : 1), sizeof(ob_token));
     s->counts = ob_calloc((size_t)n_vocab, sizeof(int32_t));
     s->logit = ob_malloc((size_t)n_vocab * sizeof(float));
-    s->idx = ob_malloc((size_t)n_vocab * sizeof(int32_t));
+    s->cand = ob_malloc((size_t)n_vocab * sizeof(ob_cand));
     s->prob = ob_malloc((size_t)n_vocab * sizeof(float));
-    if (!s->hist || !s->counts || !s->logit || !s->idx || !s->prob) {
+    if (!s->hist || !s->counts || !s->logit || !s->cand || !s->prob) {
         ob_sampler_free(s);
         return ob_err(OB_ERR_OOM, "sampler");
     }
@@ -102,7 +107,7 @@ void ob_sampler_free(ob_sampler *s) {
     ob_free(s->hist);
     ob_free(s->counts);
     ob_free(s->logit);
-    ob_free(s->idx);
+    ob_free(s->cand);
     ob_free(s->prob);
     ob_free(s);
 }
@@ -121,12 +126,48 @@ void ob_sampler_accept(ob_sampler *s, ob_token id) {
     s->counts[id]++;
 }
 
-static const float *g_sort_key; /* qsort has no context argument in C11 */
+/* Higher logit first; ties: lower id first, so the order is deterministic. */
+static int cand_before(const ob_cand *a, const ob_cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
 
-static int by_logit_desc(const void *a, const void *b) {
-    float x = g_sort_key[*(const int32_t *)a], y = g_sort_key[*(const int32_t *)b];
-    if (x != y) return x > y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b; /* ties: lower id first, deterministic */
+static int cand_cmp(const void *x, const void *y) {
+    const ob_cand *a = x, *b = y;
+    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+/* Keep the k best of n candidates in c[0..k), sorted: a min-heap of size k
+ * (worst at the root) over one pass, O(n log k), then a sort of the k. */
+static void top_k_select(ob_cand *c, int32_t n, int32_t k) {
+    for (int32_t i = k / 2 - 1; i >= 0; i--) { /* heapify c[0..k) with the worst on top */
+        int32_t j = i;
+        for (;;) {
+            int32_t l = 2 * j + 1, r = l + 1, w = j;
+            if (l < k && cand_before(&c[w], &c[l])) w = l;
+            if (r < k && cand_before(&c[w], &c[r])) w = r;
+            if (w == j) break;
+            ob_cand t = c[j];
+            c[j] = c[w];
+            c[w] = t;
+            j = w;
+        }
+    }
+    for (int32_t i = k; i < n; i++) {
+        if (!cand_before(&c[i], &c[0])) continue;
+        c[0] = c[i];
+        int32_t j = 0;
+        for (;;) {
+            int32_t l = 2 * j + 1, r = l + 1, w = j;
+            if (l < k && cand_before(&c[w], &c[l])) w = l;
+            if (r < k && cand_before(&c[w], &c[r])) w = r;
+            if (w == j) break;
+            ob_cand t = c[j];
+            c[j] = c[w];
+            c[w] = t;
+            j = w;
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, cand_cmp);
 }
 
 ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
@@ -162,16 +203,18 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
         return best;
     }
 
-    /* candidates sorted by logit (top-k first cuts the sort) */
+    /* candidates sorted by logit (a top-k selection first when it cuts the work) */
     int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    for (int32_t i = 0; i < n; i++) s->idx[i] = i;
-    g_sort_key = l;
-    qsort(s->idx, (size_t)n, sizeof(int32_t), by_logit_desc);
+    for (int32_t i = 0; i < n; i++) s->cand[i].logit = l[i], s->cand[i].id = i;
+    if (k < n)
+        top_k_select(s->cand, n, k);
+    else
+        qsort(s->cand, (size_t)n, sizeof *s->cand, cand_cmp);
     /* softmax over the k candidates */
-    float mx = l[s->idx[0]];
+    float mx = s->cand[0].logit;
     double sum = 0;
     for (int32_t i = 0; i < k; i++) {
-        s->prob[i] = expf(l[s->idx[i]] - mx);
+        s->prob[i] = expf(s->cand[i].logit - mx);
         sum += s->prob[i];
     }
     for (int32_t i = 0; i < k; i++) s->prob[i] = (float)(s->prob[i] / sum);
@@ -196,13 +239,13 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
     /* temperature, then draw */
     sum = 0;
     for (int32_t i = 0; i < k; i++) {
-        s->prob[i] = expf((l[s->idx[i]] - mx) / p->temperature);
+        s->prob[i] = expf((s->cand[i].logit - mx) / p->temperature);
         sum += s->prob[i];
     }
     double r = next_f64(s->rng) * sum, acc = 0;
     for (int32_t i = 0; i < k; i++) {
         acc += s->prob[i];
-        if (r < acc) return s->idx[i];
+        if (r < acc) return s->cand[i].id;
     }
-    return s->idx[k - 1];
+    return s->cand[k - 1].id;
 }

@@ -481,6 +481,42 @@ TEST(sampler_truncation_and_penalties) {
     ob_sampler_free(s);
 }
 
+TEST(sampler_top_k_on_a_large_vocabulary) {
+    enum { N = 5000, K = 7 };
+    static float l[N];
+    uint64_t rng = 99;
+    for (int i = 0; i < N; i++) l[i] = test_rand_normal(&rng) * 3.0f;
+    /* the K best, found independently */
+    int best[K];
+    for (int j = 0; j < K; j++) {
+        int b = -1;
+        for (int i = 0; i < N; i++) {
+            bool used = false;
+            for (int q = 0; q < j; q++) used |= best[q] == i;
+            if (!used && (b < 0 || l[i] > l[b])) b = i;
+        }
+        best[j] = b;
+    }
+    ob_sampler_params p = ob_sampler_default_params();
+    p.temperature = 2.0f;
+    p.top_k = K;
+    p.top_p = 1.0f;
+    p.min_p = 0;
+    ob_sampler *s;
+    CHECK_OK(ob_sampler_create(&p, N, &s));
+    int seen[K] = {0};
+    for (int t = 0; t < 3000; t++) {
+        ob_token id = ob_sampler_sample(s, l);
+        int at = -1;
+        for (int j = 0; j < K; j++)
+            if (best[j] == id) at = j;
+        CHECK(at >= 0);
+        if (at >= 0) seen[at]++;
+    }
+    for (int j = 0; j < K; j++) CHECK_MSG(seen[j] > 0, "rank %d never drawn", j);
+    ob_sampler_free(s);
+}
+
 int main(int argc, char **argv) {
     int rc = test_main(argc, argv);
     ob_model_free(g_model);

@@ -315,6 +315,110 @@ typedef struct ob_engine_stats {
 
 void ob_engine_get_stats(ob_engine *e, ob_engine_stats *out);
 
+/* ======================================================================
+ * Model store
+ *
+ * Models pulled from Hugging Face live in one directory, laid out as
+ * <org>/<repo>/<path in the repo>, so `-m` can name a model the way it was
+ * pulled. The store is $OB_MODELS_DIR, else $XDG_CACHE_HOME/1bit/models,
+ * else ~/.cache/1bit/models; every call takes a directory that overrides it
+ * (NULL: that default). Nothing here loads a model. docs/store.md.
+ * ====================================================================== */
+
+/* The store directory (dir when non-empty, else the default above) into
+ * out[0..size). It need not exist. */
+int ob_store_dir(const char *dir, char *out, size_t size);
+
+/* Turn a -m argument into a file path, in this order:
+ *   an existing file                 -> itself, unchanged;
+ *   org/repo[:file-or-quant]         -> the stored file the picking rule of
+ *                                       ob_pull chooses among that repo's
+ *                                       stored GGUFs (org/repo alone: Q4_K_M,
+ *                                       else the first);
+ *   org/repo/path.gguf               -> that path inside the store;
+ *   a file name (with or without     -> the one stored file with that name.
+ *   .gguf)
+ * A split model resolves to its first part. When nothing matches the error
+ * says what the store holds. ob_model_resolve uses the default store. */
+int ob_model_resolve(const char *name_or_path, char *out, size_t size);
+int ob_store_resolve(const char *dir, const char *name_or_path, char *out, size_t size);
+
+typedef struct ob_stored_model {
+    char *name;        /* "org/repo:file" (what -m accepts), or "file" for a loose file */
+    char *repo;        /* "org/repo", or "" for a file copied into the store's top */
+    char *file;        /* path inside the repo; part 1 for a split model */
+    char *path;        /* on disk (the .part file for an unfinished download) */
+    uint64_t size;     /* bytes on disk, all parts together */
+    int32_t n_parts;   /* parts present (1 unless split) */
+    bool complete;     /* false: an unfinished download or a split set missing parts */
+} ob_stored_model;
+
+/* Every GGUF in the store, sorted by repo then file. *out is allocated (NULL
+ * when empty); free it with ob_store_list_free. A missing store is empty. */
+int ob_store_list(const char *dir, ob_stored_model **out, size_t *n);
+void ob_store_list_free(ob_stored_model *models, size_t n);
+
+/* What ob_pull reports while it works. */
+typedef enum ob_pull_event {
+    OB_PULL_START = 0,    /* a file begins (resumed > 0: a partial download was found) */
+    OB_PULL_PROGRESS = 1, /* more bytes are on disk (at most every 100 ms) */
+    OB_PULL_RETRY = 2,    /* the transfer failed (message says why); it resumes from done */
+    OB_PULL_VERIFY = 3,   /* every byte is on disk; the checksum is being checked */
+    OB_PULL_DONE = 4,     /* the file is in the store, checked */
+    OB_PULL_CACHED = 5,   /* the file was already in the store; nothing was downloaded */
+} ob_pull_event;
+
+typedef struct ob_pull_progress {
+    ob_pull_event event;
+    const char *repo;     /* "org/repo" */
+    const char *file;     /* path inside the repo */
+    const char *path;     /* where it goes on disk */
+    int32_t index, count; /* this is file index (1-based) of count (parts of a split model) */
+    uint64_t done, total; /* bytes of this file on disk / its size on the hub */
+    uint64_t resumed;     /* bytes already on disk when this file started */
+    const char *checksum; /* how the file is checked: "sha256", "git-sha1" or "none" */
+    const char *message;  /* OB_PULL_RETRY: the error */
+} ob_pull_progress;
+
+/* Return nonzero to cancel the pull (it fails with OB_ERR_CANCELLED and the
+ * partial download stays, to be resumed by the next pull). */
+typedef int (*ob_pull_progress_fn)(const ob_pull_progress *p, void *user);
+
+typedef struct ob_pull_params {
+    const char *models_dir;  /* NULL: the default store */
+    const char *endpoint;    /* NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *token;       /* NULL: $HF_TOKEN, else the huggingface-cli token file; "" : none */
+    const char *revision;    /* NULL: "main" */
+    int32_t retries;         /* attempts after failures that moved no bytes (default 4); a
+                                dropped transfer that made progress always resumes */
+    int32_t connect_timeout_s; /* default 30 */
+    int32_t stall_timeout_s;   /* give up on a transfer that moves nothing this long (default 60) */
+    bool force;              /* download again even when the file is already stored */
+    ob_pull_progress_fn progress;
+    void *progress_user;
+} ob_pull_params;
+
+ob_pull_params ob_pull_default_params(void);
+
+/* Download a GGUF from a Hugging Face hub into the store.
+ *
+ * spec is "org/repo[:file-or-quant]": an explicit file (its path in the repo,
+ * or a base name that is unique there), or a quant name such as Q4_K_M
+ * matched case-insensitively as a token of the .gguf names (several matches:
+ * the shortest name), or nothing: Q4_K_M when present, else the first .gguf
+ * in name order. mmproj side files are picked only when named. A split model
+ * (-00001-of-0000N.gguf) brings all its parts.
+ *
+ * Each file is listed by GET {endpoint}/api/models/{repo}/tree/{revision},
+ * fetched from {endpoint}/{repo}/resolve/{revision}/{path} (redirects
+ * followed) into <file>.part, resumed with a Range request when a .part is
+ * there, checked against the hub's size and SHA-256 (lfs.oid; git's SHA-1 for
+ * small non-LFS files), and only then renamed into place. A checksum mismatch
+ * deletes the .part. out_path (may be NULL) gets the stored path (part 1 for
+ * a split model). Thread-safe; two pulls of one file at once: the second
+ * fails (the .part is locked). */
+int ob_pull(const char *spec, const ob_pull_params *params, char *out_path, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

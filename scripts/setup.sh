@@ -7,7 +7,7 @@
 set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev \
-libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev"
+libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev"
 
 missing=""
 for p in $PKGS; do

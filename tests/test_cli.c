@@ -17,7 +17,8 @@
 /* Run `1bit ARGS`, capture stdout+stderr (up to cap bytes) and the exit code. */
 static int run_cli(const char *args, char *out, size_t cap, size_t *len) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", OB_CLI_PATH, args);
+    /* stderr joins stdout unless the caller redirected it */
+    snprintf(cmd, sizeof cmd, "'%s' %s%s", OB_CLI_PATH, args, strstr(args, "2>") ? "" : " 2>&1");
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = 0, k;
@@ -46,9 +47,9 @@ TEST(usage_and_unknown_command) {
     CHECK(strstr(g_out, "unknown option '--bogus'") != NULL);
 }
 
-TEST(serve_says_it_is_not_built) {
-    CHECK_EQ_INT(run_cli("serve -m x.gguf", g_out, sizeof g_out, NULL), 2);
-    CHECK(strstr(g_out, "not built yet") != NULL);
+TEST(serve_refuses_a_missing_model) {
+    CHECK_EQ_INT(run_cli("serve -m /nonexistent/x.gguf --port 0", g_out, sizeof g_out, NULL), 1);
+    CHECK(strstr(g_out, "/nonexistent/x.gguf") != NULL);
 }
 
 TEST(info_on_bad_files) {
@@ -143,6 +144,28 @@ TEST(info_reads_every_shared_model) {
     CHECK(strstr(g_out, "bos          1 \"<s>\"") != NULL);
     CHECK(strstr(g_out, "tensors (48)") != NULL);
     CHECK(strstr(g_out, "token_embd.weight") != NULL);
+}
+
+TEST(run_tells_the_story) {
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("../shared/models is absent");
+        return;
+    }
+    /* greedy, 60 tokens: the llama2.c reference text (stories260K.reference.json) */
+    char args[4200];
+    snprintf(args, sizeof args, "run -m '%s' -p 'Once upon a time' -n 60 --temp 0 -t 2 2>/dev/null",
+             test_path(dir, "stories260K/stories260K.gguf"));
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                       "One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily\n";
+    CHECK_EQ_STR(g_out, want);
+    /* the speed report goes to stderr */
+    snprintf(args, sizeof args, "run -m '%s' -p 'Once' -n 4 --temp 0 2>&1 >/dev/null",
+             test_path(dir, "stories260K/stories260K.gguf"));
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    CHECK(strstr(g_out, "decode: 4 tokens") != NULL);
+    CHECK(strstr(g_out, "tok/s") != NULL);
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -10,6 +10,7 @@ void ob_tensor_init(ob_tensor *t, ob_type type, int n_dims, const int64_t *ne, v
     t->type = type;
     t->data = data;
     t->name = 0;
+    t->extra = 0;
     for (int d = 0; d < 4; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
     t->nb[0] = tr->type_size;
     t->nb[1] = (size_t)(t->ne[0] / tr->block_size) * tr->type_size;

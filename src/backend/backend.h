@@ -34,6 +34,10 @@ typedef struct ob_tensor {
     size_t nb[4];      /* bytes between consecutive elements of each dimension */
     void *data;        /* device memory (host memory for the CPU backend) */
     const char *name;  /* for messages; may be NULL */
+    /* Backend-private form of a weight, made by the backend's `weight` op
+     * (the CPU backend's repacked matmul panels); NULL when there is none.
+     * `data` keeps the file layout either way. */
+    void *extra;
 } ob_tensor;
 
 /* Fill ne/nb for a contiguous tensor of `type` with n_dims dims. */

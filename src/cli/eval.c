@@ -50,7 +50,7 @@ static int parse_ids(const char *s, ob_token **out, int32_t *n) {
 }
 
 int ob_cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *ids_arg = NULL, *prompt = NULL, *out_path = NULL;
+    const char *model_path = NULL, *ids_arg = NULL, *prompt = NULL, *out_path = NULL, *device = "cpu";
     int top = 5, threads = 0;
     ob_kv_type kv_type = OB_KV_F32;
     for (int i = 0; i < argc; i += 2) {
@@ -58,12 +58,13 @@ int ob_cmd_eval(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: 1bit eval -m MODEL (--ids 1,2,3 | --prompt TEXT) [--logits-out FILE] [--top N]\n"
-                   "                 [-t THREADS] [--kv-type f32|f16|q8_0]\n"
+                   "                 [-t THREADS] [--kv-type f32|f16|q8_0] [--device cpu|cuda|cuda:N|auto]\n"
                    "  --ids         exactly these token ids (no BOS added)\n"
                    "  --prompt      tokenize the text (BOS as the model asks)\n"
                    "  --logits-out  float32 [n_tokens][n_vocab], row-major, little-endian\n"
                    "  --top         top-N tokens per position on stdout (default 5; 0 = none)\n"
-                   "  --kv-type     KV cache precision (default f32 here, for comparisons)\n");
+                   "  --kv-type     KV cache precision (default f32 here, for comparisons)\n"
+                   "  --device      where the model runs (default cpu; auto = the GPU when there is one)\n");
             return 0;
         }
         if (!v) return ob_cli_fail(0, "eval: option '%s' needs a value (or is unknown)", a);
@@ -73,6 +74,7 @@ int ob_cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--logits-out")) out_path = v;
         else if (!strcmp(a, "--top")) top = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f32")) kv_type = OB_KV_F32;
             else if (!strcmp(v, "f16")) kv_type = OB_KV_F16;
@@ -82,8 +84,13 @@ int ob_cmd_eval(int argc, char **argv) {
     }
     if (!model_path || (!ids_arg == !prompt))
         return ob_cli_fail(0, "eval: need -m MODEL and exactly one of --ids or --prompt (see --help)");
+    char model_file[4096]; /* -m: a path or a stored name (docs/store.md) */
+    int rc = ob_model_resolve(model_path, model_file, sizeof model_file);
+    if (rc < 0) return ob_cli_fail(rc, "eval");
     ob_model *m;
-    int rc = ob_model_load(model_path, NULL, &m);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = device;
+    rc = ob_model_load(model_file, &mp, &m);
     if (rc < 0) return ob_cli_fail(rc, "eval");
     ob_token *ids = NULL;
     int32_t n = 0;

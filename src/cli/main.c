@@ -24,7 +24,12 @@ static const subcommand g_cmds[] = {
     {"run", ob_cmd_run, "one completion on the terminal (streamed), with speed"},
     {"eval", ob_cmd_eval, "logits of every position for given ids or a prompt (for comparisons)"},
     {"convert", ob_cmd_convert, "Hugging Face folder (safetensors, config, tokenizer) -> GGUF"},
-    {"serve", ob_cmd_serve, "OpenAI-compatible server (not built yet)"},
+    {"tokenize", ob_cmd_tokenize, "text -> token ids (and back with --decode); --bench for MB/s"},
+    {"template", ob_cmd_template, "render a conversation (JSON on stdin) with a chat template"},
+    {"pull", ob_cmd_pull, "download a GGUF from Hugging Face into the model store"},
+    {"list", ob_cmd_list, "the models in the store (names -m accepts) and their sizes"},
+    {"serve", ob_cmd_serve, "OpenAI-compatible HTTP server (llama-server's flags; docs/serve.md)"},
+    {"bench", ob_cmd_bench, "prompt and decode speed like llama-bench; --make-model, --membw"},
     {"version", cmd_version, "version, commit and CPU features"},
 };
 
@@ -62,6 +67,11 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* Installed as `llama-server` too (make install): that name is `1bit
+     * serve`, so programs that run llama-server (Lemonade) run us. */
+    const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argv[0];
+    if (base && !strcmp(base, "llama-server")) return ob_cmd_serve(argc - 1, argv + 1);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -60,13 +60,14 @@ static void usage(void) {
            "  --presence-penalty X --frequency-penalty X (default 0)\n"
            "  -s, --seed S         random seed (default fixed: same seed, same output)\n"
            "  --kv-type T          f16 (default), f32 or q8_0\n"
+           "  --device D           cpu (default), cuda, cuda:N, or auto (the GPU when there is one)\n"
            "  --no-bos             do not add the model's BOS token\n"
            "  --special            let the prompt contain special-token text\n"
            "  --ignore-eos         keep generating past end-of-text\n");
 }
 
 int ob_cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *device = "cpu";
     int n_predict = 256, threads = 0, n_ctx = 0, n_batch = 512;
     bool add_bos = true, special = false, ignore_eos = false;
     ob_kv_type kv_type = OB_KV_F16;
@@ -98,6 +99,7 @@ int ob_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--presence-penalty")) sp.presence_penalty = (float)atof(v);
         else if (!strcmp(a, "--frequency-penalty")) sp.frequency_penalty = (float)atof(v);
         else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) sp.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f16")) kv_type = OB_KV_F16;
             else if (!strcmp(v, "f32")) kv_type = OB_KV_F32;
@@ -106,6 +108,11 @@ int ob_cmd_run(int argc, char **argv) {
         } else return ob_cli_fail(0, "run: unknown option '%s' (see --help)", a);
     }
     if (!model_path) return ob_cli_fail(0, "run: no model (-m MODEL.gguf)");
+    /* -m takes a path or a stored name (org/repo[:quant], a file name): docs/store.md */
+    char model_file[4096];
+    int rrc = ob_model_resolve(model_path, model_file, sizeof model_file);
+    if (rrc < 0) return ob_cli_fail(rrc, "run");
+    model_path = model_file;
     char *file_text = NULL;
     if (prompt_file) {
         file_text = read_file(prompt_file);
@@ -120,7 +127,9 @@ int ob_cmd_run(int argc, char **argv) {
     ob_token *toks = NULL;
     int ret = 0, rc;
     double t_load = now_s();
-    if ((rc = ob_model_load(model_path, NULL, &m)) < 0) {
+    ob_model_params mp = ob_model_default_params();
+    mp.device = device;
+    if ((rc = ob_model_load(model_path, &mp, &m)) < 0) {
         ret = ob_cli_fail(rc, "run");
         goto out;
     }

@@ -2,13 +2,28 @@
  * cpu_backend.c - the CPU backend: ob_backend_ops on host memory, each op
  * split across the persistent thread pool.
  *
- * Weights are used in place in the file mapping. Quantized weight rows are
- * dequantized into a per-thread scratch row and multiplied against every
- * token of the batch, so each weight byte is read once per batch. This is
- * the correct-first implementation; issue 8 replaces the inner loops with
- * quantized-dot SIMD kernels, tested against this one.
+ * Weights stay in the file mapping (`data`). At load (`weight`), a 2-D
+ * weight whose type the kernel tier can pack (kernels.h) and whose row count
+ * is a multiple of 16 is also repacked into 16-row panels (`extra`, owned by
+ * this backend); matmul then runs the panel kernels. OB_CPU_REPACK=0 turns
+ * repacking off (to measure what it gives).
+ *
+ * Matmul, in one thread-pool run:
+ *   1. each thread converts its share of the activation rows into the
+ *      kernels' activation format (8-bit blocks, BF16, or none for F32):
+ *      once per batch, not once per weight row;
+ *   2. barrier;
+ *   3. threads take (row range x token range) chunks from the pool's atomic
+ *      counter. A chunk is a few panels (or rows) by up to 64 tokens: its
+ *      weights stay in L1/L2 while the kernel sweeps the tokens 8 at a time,
+ *      and the activations of 64 tokens stay in L2. One token (decode) gives
+ *      about 8 chunks per thread, so a slow or preempted core does not hold
+ *      up the rest.
+ * Types without a kernel (IQ1/IQ2/IQ3 ...) dequantize each weight row into a
+ * per-thread scratch row and take float dots against every token.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
@@ -19,14 +34,39 @@
 #include "kernels.h"
 
 #define ROWS_PER_CHUNK 16
+#define TOKENS_PER_CHUNK 64
+
+/* A weight repacked into panels by one tier's `pack`; that tier's `gemm`
+ * reads it (whatever tier the backend running the matmul uses). */
+typedef struct cpu_packed {
+    const ob_cpu_kernels *k;
+    ob_type type;
+    int64_t n_panels;
+    size_t panel_stride;   /* bytes, panel_bytes rounded up to 64 */
+    void *data;            /* [n_panels][panel_stride], 64-byte aligned */
+    struct cpu_packed *next;
+} cpu_packed;
 
 typedef struct cpu_backend {
     ob_backend base;
     ob_threadpool *pool;
+    ob_threadpool *pack_pool; /* all cores, for repacking at load when pool has one thread */
     const ob_cpu_kernels *k;
     int n_threads;
+    bool repack;
     float *scratch;          /* [n_threads][scratch_per_thread] */
     size_t scratch_per_thread; /* floats */
+    void *act;               /* converted activations of the current matmul */
+    size_t act_bytes;
+    cpu_packed *packed;      /* weights this backend repacked (freed with it) */
+    /* rope cos/sin table of the last positions seen (see cpu_rope) */
+    float *rope_cs;          /* [rope_n][n_rot/2][2] */
+    int32_t *rope_pos;       /* [rope_n] */
+    size_t rope_cap;         /* floats in rope_cs */
+    int64_t rope_pos_cap;    /* ints in rope_pos */
+    int64_t rope_n;
+    ob_rope_params rope_p;
+    bool rope_valid;
 } cpu_backend;
 
 static cpu_backend *cpu(ob_backend *b) { return (cpu_backend *)b; }
@@ -40,6 +80,17 @@ static int ensure_scratch(cpu_backend *c, size_t floats) {
     ob_free_aligned(c->scratch);
     c->scratch = s;
     c->scratch_per_thread = per;
+    return 0;
+}
+
+static int ensure_act(cpu_backend *c, size_t bytes) {
+    if (bytes <= c->act_bytes) return 0;
+    size_t want = bytes + bytes / 4 + 4096;
+    void *p = ob_malloc_aligned(want, 64);
+    if (!p) return ob_err(OB_ERR_OOM, "cpu activation buffer of %zu bytes", want);
+    ob_free_aligned(c->act);
+    c->act = p;
+    c->act_bytes = want;
     return 0;
 }
 
@@ -87,8 +138,63 @@ static int cpu_copy_d2d(ob_backend *b, void *dst, const void *src, size_t n) {
     return 0;
 }
 
+typedef struct pack_task {
+    const ob_mm_kernels *mk;
+    cpu_packed *p;
+    const void *host;
+    size_t row_bytes;
+    int64_t n;
+} pack_task;
+
+static void pack_fn(const ob_task_ctx *ctx, void *arg) {
+    pack_task *t = arg;
+    int64_t lo, hi;
+    ob_split_range(t->p->n_panels, ctx->ith, ctx->nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        char *dst = (char *)t->p->data + (size_t)i * t->p->panel_stride;
+        memset(dst, 0, t->p->panel_stride);
+        t->mk->pack((const char *)t->host + (size_t)i * OB_PANEL * t->row_bytes, t->row_bytes, t->n, dst);
+    }
+}
+
+/* Repack a 2-D weight into panels when this tier has a packer for its type
+ * and its rows come in 16s; otherwise (or when memory is short) leave it
+ * in the mapping only. */
 static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
+    cpu_backend *c = cpu(b);
     t->data = (void *)host; /* used in place in the mapping */
+    t->extra = NULL;
+    if (!c->repack || (int)t->type < 0 || t->type >= OB_TYPE_COUNT) return 0;
+    const ob_mm_kernels *mk = &c->k->mm[t->type];
+    if (!mk->pack || t->ne[1] % OB_PANEL || t->ne[2] != 1 || t->ne[3] != 1) return 0;
+    const ob_type_traits *tr = ob_type_get((int)t->type);
+    if (!tr || t->ne[0] % tr->block_size) return 0;
+    size_t pb = mk->panel_bytes(t->ne[0]);
+    if (pb == 0) return 0;
+    cpu_packed *p = ob_calloc(1, sizeof *p);
+    if (!p) return ob_err(OB_ERR_OOM, "packed weight '%s'", t->name ? t->name : "?");
+    p->k = c->k;
+    p->type = t->type;
+    p->n_panels = t->ne[1] / OB_PANEL;
+    p->panel_stride = (pb + 63) & ~(size_t)63;
+    p->data = ob_malloc_aligned(ob_mul_size(p->panel_stride, (size_t)p->n_panels), 64);
+    if (!p->data) {
+        ob_free(p);
+        return ob_err(OB_ERR_OOM, "packed weight '%s' (%zu bytes)", t->name ? t->name : "?",
+                      p->panel_stride * (size_t)(t->ne[1] / OB_PANEL));
+    }
+    /* Packing is a load-time cost: spread it over every core. The model's
+     * backend runs on one thread, so it keeps a pool of its own for this. */
+    ob_threadpool *pool = c->pool;
+    if (c->n_threads == 1 && ob_n_cpus() > 1) {
+        if (!c->pack_pool && ob_threadpool_create(0, &c->pack_pool) < 0) ob_err_clear();
+        if (c->pack_pool) pool = c->pack_pool;
+    }
+    pack_task pt = {mk, p, host, t->nb[1], t->ne[0]};
+    ob_threadpool_run(pool, pack_fn, &pt);
+    p->next = c->packed;
+    c->packed = p;
+    t->extra = p;
     return 0;
 }
 
@@ -130,27 +236,79 @@ typedef struct mm_task {
     cpu_backend *c;
     const ob_tensor *w, *x, *bias;
     ob_tensor *out;
-    int64_t n_chunks;
+    const ob_mm_kernels *mk;  /* NULL: dequantize-and-dot fallback */
+    const cpu_packed *pk;     /* NULL: native rows */
+    ob_act_fmt fmt;
+    const char *act;          /* activation rows in fmt (x itself for F32) */
+    size_t act_stride;
+    int64_t rows_per_chunk;   /* rows (a multiple of 16 for panels) */
+    int64_t tok_per_chunk;
+    int64_t n_row_chunks, n_tok_chunks;
 } mm_task;
+
+static void convert_act(const ob_cpu_kernels *k, ob_act_fmt fmt, const float *x, void *dst, int64_t n) {
+    switch (fmt) {
+    case OB_ACT_Q8: k->quant_q8(x, dst, n); break;
+    case OB_ACT_Q8K: k->quant_q8K(x, dst, n); break;
+    case OB_ACT_BF16: k->to_bf16(x, dst, n); break;
+    case OB_ACT_F32: break;
+    }
+}
 
 static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
     mm_task *t = arg;
     cpu_backend *c = t->c;
-    const int64_t nin = t->w->ne[0], nout = t->w->ne[1], n = t->x->ne[1];
-    float *buf = thread_scratch(c, ctx->ith);
+    const int64_t nin = t->w->ne[0], n = t->x->ne[1];
     const float *bias = t->bias ? (const float *)t->bias->data : NULL;
+    float *out = t->out->data;
+    const size_t os = t->out->nb[1] / sizeof(float);
+
+    if (t->fmt != OB_ACT_F32) {
+        int64_t lo, hi;
+        ob_split_range(n, ctx->ith, ctx->nth, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++)
+            convert_act(c->k, t->fmt, ob_tensor_row(t->x, i), (char *)c->act + (size_t)i * t->act_stride, nin);
+        ob_threadpool_barrier(ctx);
+    }
+
+    const int64_t n_chunks = t->n_row_chunks * t->n_tok_chunks;
+    const int64_t nout = t->w->ne[1];
+    float *buf = t->mk ? NULL : thread_scratch(c, ctx->ith);
     for (;;) {
         int64_t ch = ob_threadpool_next_chunk(c->pool);
-        if (ch >= t->n_chunks) break;
-        int64_t r0 = ch * ROWS_PER_CHUNK, r1 = r0 + ROWS_PER_CHUNK < nout ? r0 + ROWS_PER_CHUNK : nout;
-        for (int64_t r = r0; r < r1; r++) {
-            const float *w = row_f32(c, t->w, r, buf);
-            float b0 = bias ? bias[r] : 0.0f;
-            for (int64_t i = 0; i < n; i++) {
-                const float *x = ob_tensor_row(t->x, i);
-                ((float *)ob_tensor_row(t->out, i))[r] = c->k->dot_f32(w, x, nin) + b0;
+        if (ch >= n_chunks) break;
+        const int64_t r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
+        const int64_t r1 = r0 + t->rows_per_chunk < nout ? r0 + t->rows_per_chunk : nout;
+        const int64_t t0 = (ch % t->n_tok_chunks) * t->tok_per_chunk;
+        const int64_t t1 = t0 + t->tok_per_chunk < n ? t0 + t->tok_per_chunk : n;
+        if (t->pk) {
+            for (int64_t r = r0; r < r1; r += OB_PANEL) {
+                const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
+                for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
+                    int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
+                    t->mk->gemm(nin, panel, t->act + (size_t)i * t->act_stride, t->act_stride, nt,
+                                out + (size_t)i * os + (size_t)r, os);
+                }
+            }
+        } else if (t->mk) {
+            for (int64_t r = r0; r < r1; r++) {
+                const char *wrow = (const char *)t->w->data + (size_t)r * t->w->nb[1];
+                for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
+                    int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
+                    t->mk->dot(nin, wrow, t->act + (size_t)i * t->act_stride, t->act_stride, nt,
+                               out + (size_t)i * os + (size_t)r, os);
+                }
+            }
+        } else {
+            for (int64_t r = r0; r < r1; r++) {
+                const float *wr = row_f32(c, t->w, r, buf);
+                for (int64_t i = t0; i < t1; i++)
+                    out[(size_t)i * os + (size_t)r] = c->k->dot_f32(wr, ob_tensor_row(t->x, i), nin);
             }
         }
+        if (bias)
+            for (int64_t i = t0; i < t1; i++)
+                for (int64_t r = r0; r < r1; r++) out[(size_t)i * os + (size_t)r] += bias[r];
     }
 }
 
@@ -161,8 +319,47 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
         return ob_err(OB_ERR_INTERNAL, "matmul '%s': shapes [%lld,%lld] x [%lld,%lld] -> [%lld,%lld]",
                       w->name ? w->name : "?", (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[0],
                       (long long)x->ne[1], (long long)out->ne[0], (long long)out->ne[1]);
-    OB_TRY(ensure_scratch(c, (size_t)w->ne[0]));
-    mm_task t = {c, w, x, bias, out, (w->ne[1] + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK};
+    const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
+    mm_task t;
+    memset(&t, 0, sizeof t);
+    t.c = c, t.w = w, t.x = x, t.bias = bias, t.out = out;
+    const cpu_packed *pk = w->extra;
+    const ob_mm_kernels *mk = (int)w->type >= 0 && w->type < OB_TYPE_COUNT ? &c->k->mm[w->type] : NULL;
+    if (pk && pk->type == w->type && pk->k->mm[w->type].gemm) {
+        t.pk = pk;
+        t.mk = &pk->k->mm[w->type];
+        t.fmt = t.mk->packed_act;
+    } else if (mk && mk->dot) {
+        t.mk = mk;
+        t.fmt = mk->act;
+    } else {
+        OB_TRY(ensure_scratch(c, (size_t)nin));
+    }
+    if (t.mk && t.fmt != OB_ACT_F32) {
+        t.act_stride = (ob_act_row_bytes(t.fmt, nin) + 63) & ~(size_t)63;
+        if (t.act_stride == 0)
+            return ob_err(OB_ERR_INTERNAL, "matmul '%s': %lld columns do not fit the activation blocks",
+                          w->name ? w->name : "?", (long long)nin);
+        OB_TRY(ensure_act(c, ob_mul_size(t.act_stride, (size_t)n)));
+        t.act = c->act;
+    } else {
+        t.act = x->data;
+        t.act_stride = x->nb[1];
+    }
+    /* Chunks: about 8 per thread for a few tokens; panels of rows by 64
+     * tokens for prefill (see the file comment). */
+    const int64_t unit = t.pk ? OB_PANEL : 1;
+    const int64_t units = (nout + unit - 1) / unit;
+    t.tok_per_chunk = n <= OB_MM_MAX_NT ? n : TOKENS_PER_CHUNK;
+    t.n_tok_chunks = (n + t.tok_per_chunk - 1) / t.tok_per_chunk;
+    int64_t want = (int64_t)c->n_threads * 8 / t.n_tok_chunks;
+    if (want < 1) want = 1;
+    int64_t upc = (units + want - 1) / want;
+    int64_t min_units = t.pk ? 1 : ROWS_PER_CHUNK;
+    if (n > OB_MM_MAX_NT) min_units = t.pk ? 4 : 4 * ROWS_PER_CHUNK;
+    if (upc < min_units) upc = min_units;
+    t.rows_per_chunk = upc * unit;
+    t.n_row_chunks = (nout + t.rows_per_chunk - 1) / t.rows_per_chunk;
     /* Reset the counter before the run: all threads start taking chunks at once. */
     ob_threadpool_chunk_reset(c->pool, 0);
     ob_threadpool_run(c->pool, matmul_fn, &t);
@@ -172,6 +369,7 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
 /* ---- norms ---- */
 
 typedef struct norm_task {
+    const ob_cpu_kernels *k;
     const ob_tensor *x, *w, *bias;
     float eps;
     int64_t group;
@@ -180,6 +378,7 @@ typedef struct norm_task {
 
 static void rms_norm_fn(const ob_task_ctx *ctx, void *arg) {
     norm_task *t = arg;
+    const ob_cpu_kernels *k = t->k;
     int64_t d = t->x->ne[0], groups_per_row = d / t->group;
     int64_t total = t->x->ne[1] * groups_per_row, lo, hi;
     ob_split_range(total, ctx->ith, ctx->nth, &lo, &hi);
@@ -188,10 +387,9 @@ static void rms_norm_fn(const ob_task_ctx *ctx, void *arg) {
         int64_t row = gi / groups_per_row, off = (gi % groups_per_row) * t->group;
         const float *x = (const float *)ob_tensor_row(t->x, row) + off;
         float *y = (float *)ob_tensor_row(t->out, row) + off;
-        double ss = 0;
-        for (int64_t i = 0; i < t->group; i++) ss += (double)x[i] * x[i];
-        float s = (float)(1.0 / sqrt(ss / (double)t->group + (double)t->eps));
-        for (int64_t i = 0; i < t->group; i++) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+        float ss = k->sum_sq(x, t->group);
+        float s = (float)(1.0 / sqrt((double)ss / (double)t->group + (double)t->eps));
+        k->scale_mul(x, s, w, y, t->group);
     }
 }
 
@@ -199,7 +397,7 @@ static int cpu_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, f
                         ob_tensor *out) {
     if (group <= 0 || x->ne[0] % group) return ob_err(OB_ERR_INTERNAL, "rms_norm: group %lld", (long long)group);
     if (w && w->type != OB_TYPE_F32) return ob_err(OB_ERR_UNSUPPORTED, "norm weight '%s' must be f32", w->name);
-    norm_task t = {x, w, NULL, eps, group, out};
+    norm_task t = {cpu(b)->k, x, w, NULL, eps, group, out};
     ob_threadpool_run(cpu(b)->pool, rms_norm_fn, &t);
     return 0;
 }
@@ -230,7 +428,7 @@ static void layer_norm_fn(const ob_task_ctx *ctx, void *arg) {
 
 static int cpu_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, const ob_tensor *bias, float eps,
                           ob_tensor *out) {
-    norm_task t = {x, w, bias, eps, x->ne[0], out};
+    norm_task t = {cpu(b)->k, x, w, bias, eps, x->ne[0], out};
     ob_threadpool_run(cpu(b)->pool, layer_norm_fn, &t);
     return 0;
 }
@@ -242,22 +440,30 @@ static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base)
     return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
 }
 
+/* The cos/sin of every (token, frequency) pair depend on the positions and
+ * the rope parameters only, so the table made for Q serves K of the same
+ * layer and every later layer of the batch: built when the positions or
+ * parameters change, reused otherwise (the forward pass calls rope twice a
+ * layer with the same positions). */
 typedef struct rope_task {
     ob_tensor *x;
     int n_head, head_dim;
     const int32_t *pos;
     const ob_rope_params *p;
     float corr_lo, corr_hi;
+    float *cs;   /* [n][n_rot/2][2] cos, sin (times mscale) */
+    bool build;
 } rope_task;
 
 static void rope_fn(const ob_task_ctx *ctx, void *arg) {
     rope_task *t = arg;
     const ob_rope_params *p = t->p;
     int64_t lo, hi;
+    /* the same split for building and applying: each thread uses its own rows */
     ob_split_range(t->x->ne[1], ctx->ith, ctx->nth, &lo, &hi);
     const int half = p->n_rot / 2;
-    for (int64_t r = lo; r < hi; r++) {
-        float *row = ob_tensor_row(t->x, r);
+    for (int64_t r = lo; r < hi && t->build; r++) {
+        float *cs = t->cs + (size_t)r * (size_t)half * 2;
         float pos = (float)t->pos[r];
         for (int i = 0; i < half; i++) {
             /* inv_freq = base^(-2i/n_rot), as float like the reference implementations. */
@@ -271,30 +477,74 @@ static void rope_fn(const ob_task_ctx *ctx, void *arg) {
                 theta = theta * (1.0f - ramp) + theta_extrap * ramp;
                 mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
             }
-            float cs = (float)cos((double)theta) * mscale, sn = (float)sin((double)theta) * mscale;
-            for (int h = 0; h < t->n_head; h++) {
-                float *v = row + (size_t)h * (size_t)t->head_dim;
-                int a = p->mode == OB_ROPE_NEOX ? i : 2 * i;
-                int bb = p->mode == OB_ROPE_NEOX ? i + half : 2 * i + 1;
-                float x0 = v[a], x1 = v[bb];
-                v[a] = x0 * cs - x1 * sn;
-                v[bb] = x0 * sn + x1 * cs;
-            }
+            cs[2 * i] = (float)cos((double)theta) * mscale;
+            cs[2 * i + 1] = (float)sin((double)theta) * mscale;
+        }
+    }
+    for (int64_t r = lo; r < hi; r++) {
+        float *row = ob_tensor_row(t->x, r);
+        const float *cs = t->cs + (size_t)r * (size_t)half * 2;
+        for (int h = 0; h < t->n_head; h++) {
+            float *v = row + (size_t)h * (size_t)t->head_dim;
+            if (p->mode == OB_ROPE_NEOX)
+                for (int i = 0; i < half; i++) {
+                    float x0 = v[i], x1 = v[i + half];
+                    v[i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+                    v[i + half] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+                }
+            else
+                for (int i = 0; i < half; i++) {
+                    float x0 = v[2 * i], x1 = v[2 * i + 1];
+                    v[2 * i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+                    v[2 * i + 1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+                }
         }
     }
 }
 
+static bool rope_params_equal(const ob_rope_params *a, const ob_rope_params *b) {
+    return a->n_rot == b->n_rot && a->freq_base == b->freq_base && a->freq_scale == b->freq_scale &&
+           a->n_ctx_orig == b->n_ctx_orig && a->ext_factor == b->ext_factor && a->attn_factor == b->attn_factor &&
+           a->beta_fast == b->beta_fast && a->beta_slow == b->beta_slow && a->freq_factors == b->freq_factors;
+}
+
 static int cpu_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const int32_t *pos,
                     const ob_rope_params *p) {
+    cpu_backend *c = cpu(b);
     if (p->n_rot > head_dim || p->n_rot % 2) return ob_err(OB_ERR_INTERNAL, "rope: n_rot %d, head_dim %d", p->n_rot, head_dim);
-    rope_task t = {x, n_head, head_dim, pos, p, 0, 0};
+    const int64_t n = x->ne[1];
+    const size_t table = (size_t)n * (size_t)p->n_rot;
+    bool valid = c->rope_valid && c->rope_n == n && rope_params_equal(&c->rope_p, p) &&
+                 memcmp(c->rope_pos, pos, (size_t)n * sizeof(int32_t)) == 0;
+    if (!valid) {
+        if (table > c->rope_cap || n > c->rope_pos_cap) {
+            float *cs = ob_malloc(table * sizeof(float));
+            int32_t *ps = ob_malloc((size_t)n * sizeof(int32_t));
+            if (!cs || !ps) {
+                ob_free(cs);
+                ob_free(ps);
+                return ob_err(OB_ERR_OOM, "rope table");
+            }
+            ob_free(c->rope_cs);
+            ob_free(c->rope_pos);
+            c->rope_cs = cs, c->rope_pos = ps, c->rope_cap = table, c->rope_pos_cap = n;
+        }
+        c->rope_valid = false;
+    }
+    rope_task t = {x, n_head, head_dim, pos, p, 0, 0, c->rope_cs, !valid};
     if (p->ext_factor != 0.0f) {
         float lo = floorf(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_fast, p->freq_base));
         float hi = ceilf(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_slow, p->freq_base));
         t.corr_lo = fmaxf(0.0f, lo);
         t.corr_hi = fminf((float)p->n_rot - 1.0f, hi);
     }
-    ob_threadpool_run(cpu(b)->pool, rope_fn, &t);
+    ob_threadpool_run(c->pool, rope_fn, &t);
+    if (!valid) {
+        memcpy(c->rope_pos, pos, (size_t)n * sizeof(int32_t));
+        c->rope_p = *p;
+        c->rope_n = n;
+        c->rope_valid = true;
+    }
     return 0;
 }
 
@@ -307,29 +557,35 @@ static int cpu_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_t
         if (slots[i] < 0 || slots[i] >= kv->n_slots) return ob_err(OB_ERR_INTERNAL, "kv slot %d", slots[i]);
         char *kd = (char *)kv->k[il] + (size_t)slots[i] * kv->row_bytes;
         char *vd = (char *)kv->v[il] + (size_t)slots[i] * kv->row_bytes;
-        tr->from_float_ref(ob_tensor_row(k, i), kd, kv->kv_dim);
-        tr->from_float_ref(ob_tensor_row(v, i), vd, kv->kv_dim);
+        if (kv->type == OB_TYPE_F16) {
+            cpu(b)->k->f32_to_f16(ob_tensor_row(k, i), (uint16_t *)(void *)kd, kv->kv_dim);
+            cpu(b)->k->f32_to_f16(ob_tensor_row(v, i), (uint16_t *)(void *)vd, kv->kv_dim);
+        } else {
+            tr->from_float_ref(ob_tensor_row(k, i), kd, kv->kv_dim);
+            tr->from_float_ref(ob_tensor_row(v, i), vd, kv->kv_dim);
+        }
     }
     return 0;
 }
 
-/* Elements [off, off+len) of a cache row as floats (pointer into the row for
- * F32, else converted into buf). For block types the covering blocks are
- * converted into buf2 first. */
-static const float *kv_part(const cpu_backend *c, const ob_kv_store *kv, const void *row, int64_t off, int64_t len,
-                            float *buf) {
-    switch (kv->type) {
-    case OB_TYPE_F32: return (const float *)row + off;
-    case OB_TYPE_F16: c->k->f16_to_f32((const uint16_t *)row + off, buf, len); return buf;
-    default: {
-        const ob_type_traits *tr = ob_type_get((int)kv->type);
-        int64_t bs = tr->block_size, b0 = off / bs, b1 = (off + len + bs - 1) / bs;
-        float *tmp = buf + len; /* scratch after the output */
-        tr->to_float((const char *)row + (size_t)b0 * tr->type_size, tmp, (b1 - b0) * bs);
-        return tmp + (off - b0 * bs);
-    }
-    }
-}
+/* Attention: blocked ("flash") softmax over the paged cache.
+ *
+ * Work unit: one KV head x a run of up to ATT_QB consecutive batch tokens of
+ * one sequence (same block table, consecutive positions). Its M = tokens x
+ * (n_head / n_head_kv) query rows share every K and V row they read, so
+ * each cache row is converted to float once per unit and then used by all M
+ * rows (GQA reuse, and prefill reuse across tokens). Keys are visited one
+ * KV page at a time (the rows of a page are contiguous): the M x page
+ * scores in one tiled kernel call, then per row its window's maximum, one
+ * rescale of the running output when the maximum grows and exp of the page
+ * in one vector call (keys outside the row's [kv_start, pos] window get
+ * weight 0), then the M x page weights times the page's V rows in one tiled
+ * call. Memory stays O(page) per unit whatever the context length.
+ * Units are taken largest-position first from the atomic counter, so the
+ * long causal rows of the prompt's end start early and the threads finish
+ * together. */
+
+#define ATT_QB 16
 
 typedef struct attn_task {
     cpu_backend *c;
@@ -339,47 +595,117 @@ typedef struct attn_task {
     const ob_attn_token *toks;
     const ob_attn_params *p;
     ob_tensor *out;
+    const int32_t *group_start; /* [n_groups + 1] batch index where each run of tokens starts */
+    int64_t n_groups;
 } attn_task;
+
+/* `count` consecutive cache rows (row_bytes apart), elements [off, off+hd),
+ * as floats: a pointer into the cache for F32 (stride row_bytes), else
+ * converted into dst (stride hd). Returns the row stride in bytes. */
+static const float *kv_rows_f32(const cpu_backend *c, const ob_kv_store *kv, const char *rows, int count, int64_t off,
+                                int hd, float *dst, float *tmp, size_t *stride) {
+    if (kv->type == OB_TYPE_F32) {
+        *stride = kv->row_bytes;
+        return (const float *)(const void *)rows + off;
+    }
+    *stride = (size_t)hd * sizeof(float);
+    for (int j = 0; j < count; j++) {
+        const char *row = rows + (size_t)j * kv->row_bytes;
+        float *d = dst + (size_t)j * (size_t)hd;
+        if (kv->type == OB_TYPE_F16) {
+            c->k->f16_to_f32((const uint16_t *)(const void *)row + off, d, hd);
+        } else {
+            const ob_type_traits *tr = ob_type_get((int)kv->type);
+            int64_t bs = tr->block_size, b0 = off / bs, b1 = (off + hd + bs - 1) / bs;
+            tr->to_float(row + (size_t)b0 * tr->type_size, tmp, (b1 - b0) * bs);
+            memcpy(d, tmp + (off - b0 * bs), (size_t)hd * sizeof(float));
+        }
+    }
+    return dst;
+}
 
 static void attention_fn(const ob_task_ctx *ctx, void *arg) {
     attn_task *t = arg;
+    cpu_backend *c = t->c;
+    const ob_cpu_kernels *k = c->k;
     const ob_attn_params *p = t->p;
     const ob_kv_store *kv = t->kv;
-    const int hd = p->head_dim, group = p->n_head / p->n_head_kv;
-    int64_t total = t->q->ne[1] * p->n_head, lo, hi;
-    ob_split_range(total, ctx->ith, ctx->nth, &lo, &hi);
-    float *scr = thread_scratch(t->c, ctx->ith);
-    float *acc = scr, *kbuf = scr + hd, *vbuf = kbuf + 2 * hd + 64;
-    const int bs = kv->block_size;
-    for (int64_t job = lo; job < hi; job++) {
-        int64_t ti = job / p->n_head;
-        int h = (int)(job % p->n_head), hk = h / group;
-        const ob_attn_token *tok = &t->toks[ti];
-        const float *q = (const float *)ob_tensor_row(t->q, ti) + (size_t)h * hd;
-        float m = -INFINITY, l = 0.0f;
-        memset(acc, 0, (size_t)hd * sizeof(float));
-        for (int32_t pos = tok->kv_start; pos <= tok->pos; pos++) {
-            int64_t slot = (int64_t)tok->block_table[pos / bs] * bs + pos % bs;
-            const char *krow = (const char *)kv->k[t->il] + (size_t)slot * kv->row_bytes;
-            const char *vrow = (const char *)kv->v[t->il] + (size_t)slot * kv->row_bytes;
-            const float *k = kv_part(t->c, kv, krow, (int64_t)hk * hd, hd, kbuf);
-            float s = t->c->k->dot_f32(q, k, hd) * p->scale;
-            if (p->softcap > 0.0f) s = p->softcap * tanhf(s / p->softcap);
-            /* Online softmax: rescale what we have when a new maximum appears. */
-            if (s > m) {
-                float corr = expf(m - s);
-                t->c->k->scale_f32(corr, acc, hd);
-                l *= corr;
-                m = s;
-            }
-            float w = expf(s - m);
-            l += w;
-            const float *v = kv_part(t->c, kv, vrow, (int64_t)hk * hd, hd, vbuf);
-            t->c->k->axpy_f32(w, v, acc, hd);
+    const int hd = p->head_dim, G = p->n_head / p->n_head_kv, bs = kv->block_size;
+    const int Mmax = ATT_QB * G;
+    float *scr = thread_scratch(c, ctx->ith);
+    float *Qt = scr, *O = Qt + (size_t)Mmax * hd, *Kf = O + (size_t)Mmax * hd, *Vf = Kf + (size_t)bs * hd;
+    float *S = Vf + (size_t)bs * hd, *P = S + (size_t)Mmax * bs, *mx = P + (size_t)Mmax * bs, *l = mx + Mmax,
+          *tmp = l + Mmax;
+    const char *kbase = kv->k[t->il], *vbase = kv->v[t->il];
+    const int64_t n_units = t->n_groups * p->n_head_kv;
+    for (;;) {
+        int64_t u = ob_threadpool_next_chunk(c->pool);
+        if (u >= n_units) break;
+        const int64_t g = t->n_groups - 1 - u / p->n_head_kv;
+        const int hk = (int)(u % p->n_head_kv);
+        const int32_t t0 = t->group_start[g], t1 = t->group_start[g + 1];
+        const int M = (t1 - t0) * G;
+        const ob_attn_token *first = &t->toks[t0];
+        int32_t lo = first->kv_start, hi = t->toks[t1 - 1].pos;
+        for (int32_t ti = t0; ti < t1; ti++)
+            if (t->toks[ti].kv_start < lo) lo = t->toks[ti].kv_start;
+        for (int m = 0; m < M; m++) {
+            const int32_t ti = t0 + m / G;
+            const int h = hk * G + m % G;
+            const float *q = (const float *)ob_tensor_row(t->q, ti) + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) Qt[(size_t)m * hd + i] = q[i] * p->scale;
+            memset(O + (size_t)m * hd, 0, (size_t)hd * sizeof(float));
+            mx[m] = -INFINITY;
+            l[m] = 0.0f;
         }
-        float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
+        for (int32_t pos = lo; pos <= hi;) {
+            const int32_t off0 = pos % bs;
+            const int count = (int)(bs - off0 < hi - pos + 1 ? bs - off0 : hi - pos + 1);
+            const int64_t slot = (int64_t)first->block_table[pos / bs] * bs + off0;
+            size_t ks, vs;
+            const float *kr = kv_rows_f32(c, kv, kbase + (size_t)slot * kv->row_bytes, count, (int64_t)hk * hd, hd,
+                                          Kf, tmp, &ks);
+            const float *vr = kv_rows_f32(c, kv, vbase + (size_t)slot * kv->row_bytes, count, (int64_t)hk * hd, hd,
+                                          Vf, tmp, &vs);
+            /* scores of every row against the whole page, then each row's
+             * window: keys outside [kv_start, pos] get weight 0 */
+            k->attn_qk(Qt, M, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
+            for (int m = 0; m < M; m++) {
+                const ob_attn_token *tok = &t->toks[t0 + m / G];
+                float *srow = S + (size_t)m * bs, *prow = P + (size_t)m * bs;
+                int32_t a = tok->kv_start > pos ? tok->kv_start : pos;
+                int32_t e = tok->pos < pos + count - 1 ? tok->pos : pos + count - 1;
+                if (a > e) {
+                    memset(prow, 0, (size_t)count * sizeof(float));
+                    continue;
+                }
+                const int j0 = a - pos, j1 = e - pos + 1;
+                if (p->softcap > 0.0f)
+                    for (int j = j0; j < j1; j++) srow[j] = p->softcap * tanhf(srow[j] / p->softcap);
+                float bmax = srow[j0];
+                for (int j = j0 + 1; j < j1; j++) bmax = srow[j] > bmax ? srow[j] : bmax;
+                float *o = O + (size_t)m * hd;
+                if (bmax > mx[m]) {
+                    /* a new maximum: rescale what was summed under the old one */
+                    float corr = mx[m] == -INFINITY ? 0.0f : expf(mx[m] - bmax);
+                    if (corr != 1.0f) k->scale_f32(corr, o, hd);
+                    l[m] *= corr;
+                    mx[m] = bmax;
+                }
+                if (j0 > 0) memset(prow, 0, (size_t)j0 * sizeof(float));
+                if (j1 < count) memset(prow + j1, 0, (size_t)(count - j1) * sizeof(float));
+                l[m] += k->exp_sum(srow + j0, mx[m], prow + j0, j1 - j0);
+            }
+            k->attn_pv(P, M, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
+            pos += count;
+        }
+        for (int m = 0; m < M; m++) {
+            const int32_t ti = t0 + m / G;
+            const int h = hk * G + m % G;
+            float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
+            const float inv = l[m] > 0.0f ? 1.0f / l[m] : 0.0f;
+            for (int i = 0; i < hd; i++) o[i] = O[(size_t)m * hd + i] * inv;
+        }
     }
 }
 
@@ -387,10 +713,25 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
                          const ob_attn_params *p, ob_tensor *out) {
     cpu_backend *c = cpu(b);
     if (p->n_head % p->n_head_kv) return ob_err(OB_ERR_INTERNAL, "attention: %d heads, %d kv heads", p->n_head, p->n_head_kv);
-    /* acc[hd] + k part (hd, plus up to 2 blocks of conversion room) + v part (same). */
-    size_t need = (size_t)p->head_dim * 5 + 2 * 256 + 128;
+    const int64_t n = q->ne[1];
+    const int hd = p->head_dim, G = p->n_head / p->n_head_kv, bs = kv->block_size;
+    const size_t Mmax = (size_t)ATT_QB * (size_t)G;
+    /* Qt, O [Mmax][hd]; Kf, Vf [bs][hd]; S, P [Mmax][bs]; mx, l [Mmax]; conversion room for a row's blocks */
+    size_t need = 2 * Mmax * (size_t)hd + 2 * (size_t)bs * (size_t)hd + 2 * Mmax * (size_t)bs + 2 * Mmax + (size_t)hd +
+                  2 * 256 + 64;
     OB_TRY(ensure_scratch(c, need));
-    attn_task t = {c, kv, il, q, toks, p, out};
+    /* runs of consecutive positions of one sequence, at most ATT_QB tokens */
+    OB_TRY(ensure_act(c, (size_t)(n + 1) * sizeof(int32_t)));
+    int32_t *gs = c->act;
+    int64_t ng = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool cont = i > 0 && toks[i].block_table == toks[i - 1].block_table && toks[i].pos == toks[i - 1].pos + 1 &&
+                    i - gs[ng - 1] < ATT_QB;
+        if (!cont) gs[ng++] = (int32_t)i;
+    }
+    gs[ng] = (int32_t)n;
+    attn_task t = {c, kv, il, q, toks, p, out, gs, ng};
+    ob_threadpool_chunk_reset(c->pool, 0);
     ob_threadpool_run(c->pool, attention_fn, &t);
     return 0;
 }
@@ -398,6 +739,7 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
 /* ---- elementwise ---- */
 
 typedef struct ew_task {
+    const ob_cpu_kernels *k;
     ob_act act;
     const ob_tensor *a, *b;
     ob_tensor *out;
@@ -422,12 +764,15 @@ static void glu_fn(const ob_task_ctx *ctx, void *arg) {
         const float *g = ob_tensor_row(t->a, r);
         const float *u = t->b ? (const float *)ob_tensor_row(t->b, r) : NULL;
         float *y = ob_tensor_row(t->out, r);
-        for (int64_t i = 0; i < d; i++) y[i] = u ? act_f(t->act, g[i]) * u[i] : act_f(t->act, g[i]);
+        if (t->act == OB_ACT_SILU)
+            t->k->swiglu(g, u, y, d);
+        else
+            for (int64_t i = 0; i < d; i++) y[i] = u ? act_f(t->act, g[i]) * u[i] : act_f(t->act, g[i]);
     }
 }
 
 static int cpu_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {
-    ew_task t = {act, gate, up, out, 0};
+    ew_task t = {cpu(b)->k, act, gate, up, out, 0};
     ob_threadpool_run(cpu(b)->pool, glu_fn, &t);
     return 0;
 }
@@ -448,7 +793,7 @@ static void add_fn(const ob_task_ctx *ctx, void *arg) {
 static int cpu_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tensor *out) {
     if (bb->ne[0] != a->ne[0] || (bb->ne[1] != a->ne[1] && bb->ne[1] != 1))
         return ob_err(OB_ERR_INTERNAL, "add: shapes differ");
-    ew_task t = {0, a, bb, out, 0};
+    ew_task t = {cpu(b)->k, 0, a, bb, out, 0};
     ob_threadpool_run(cpu(b)->pool, add_fn, &t);
     return 0;
 }
@@ -473,7 +818,17 @@ static int cpu_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx
 static void cpu_free(ob_backend *b) {
     cpu_backend *c = cpu(b);
     ob_threadpool_free(c->pool);
+    ob_threadpool_free(c->pack_pool);
     ob_free_aligned(c->scratch);
+    ob_free_aligned(c->act);
+    ob_free(c->rope_cs);
+    ob_free(c->rope_pos);
+    while (c->packed) {
+        cpu_packed *p = c->packed;
+        c->packed = p->next;
+        ob_free_aligned(p->data);
+        ob_free(p);
+    }
     ob_free(c);
 }
 
@@ -500,12 +855,14 @@ static const ob_backend_ops g_cpu_ops = {
     .sync = NULL,
 };
 
-int ob_backend_cpu_create(int n_threads, ob_backend **out) {
+int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backend **out) {
     *out = NULL;
     cpu_backend *c = ob_calloc(1, sizeof *c);
     if (!c) return ob_err(OB_ERR_OOM, "cpu backend");
     c->base.ops = &g_cpu_ops;
-    c->k = ob_cpu_kernels_get();
+    c->k = k;
+    const char *rp = getenv("OB_CPU_REPACK");
+    c->repack = !(rp && strcmp(rp, "0") == 0);
     int rc = ob_threadpool_create(n_threads, &c->pool);
     if (rc < 0) {
         ob_free(c);
@@ -519,4 +876,8 @@ int ob_backend_cpu_create(int n_threads, ob_backend **out) {
     }
     *out = &c->base;
     return 0;
+}
+
+int ob_backend_cpu_create(int n_threads, ob_backend **out) {
+    return ob_backend_cpu_create_with(n_threads, ob_cpu_kernels_get(), out);
 }

@@ -15,6 +15,7 @@
 #include "../gguf/gguf.h"
 
 typedef struct ob_tokenizer ob_tokenizer;
+typedef struct ob_chat_template ob_chat_template;
 
 typedef struct ob_hparams {
     int64_t n_vocab;
@@ -56,7 +57,10 @@ typedef struct ob_model {
     ob_tensor output;       /* [n_embd, n_vocab]; == tok_embd when tied */
     ob_layer *layers;       /* [n_layer] */
     float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
-    ob_tokenizer *tok;      /* NULL until the tokenizer loads */
+    ob_tokenizer *tok;      /* NULL when the GGUF has no vocabulary */
+    ob_chat_template *chat_tmpl; /* parsed on first use (engine/tokens.c) */
+    int chat_tmpl_rc;            /* its parse status, so a bad template fails the same way each time */
+    char chat_tmpl_err[256];
     uint64_t n_params, n_bytes;
 } ob_model_impl;
 

@@ -1,12 +1,38 @@
 /*
- * avx2.c - AVX2 + FMA + F16C kernels. Compiled with -mavx2 -mfma -mf16c
+ * avx2.c - the AVX2 + FMA + F16C tier. Compiled with -mavx2 -mfma -mf16c
  * (see CMakeLists.txt) and only called when the CPU reports those features.
+ *
+ * What it owns: activation quantizers, one `dot` kernel per weight type on
+ * the native (file) layout, and the attention inner loops. Weights are not
+ * repacked on this tier: the packed panels pay off through VNNI's 4-byte dot
+ * (x86/avx512.c), and without it the 16-bit saturating vpmaddubsw cannot take
+ * the +128-offset codes those panels use for signed weights.
+ *
+ * Shape of every quantized dot kernel: one weight row against NT (1, 2 or 4)
+ * activation rows at once, so each weight block is loaded and unpacked once
+ * and then multiplied into NT accumulators (prefill calls it with up to 8
+ * tokens, split 4 + 4). The 8-bit products use vpmaddubsw (unsigned x signed
+ * bytes -> pairs summed in int16) then vpmaddwd (pairs -> int32):
+ *   - unsigned codes (Q4_0/Q4_1/Q5_x nibbles, K-quant codes, ternary digits)
+ *     go in as they are, and the code offset (Q4_0's 8, Q6_K's 32 ...) is
+ *     taken out once per block through the activation sums;
+ *   - signed codes (Q8_0, IQ4 and MXFP4 table values) use the sign trick:
+ *     |w| times a with w's sign, which stays inside int16 for |a| <= 127.
+ * Per-block int32 sums become floats once per block (legacy types) or once
+ * per 256-element super-block (K types, whose 4- to 8-bit sub-block scales
+ * multiply in integers first).
  */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
+#include "../../quant/iq_tables.h"
+#include "../../quant/quant_ref.h"
 #include "../kernels.h"
 
-static inline float hsum256(__m256 v) {
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -14,7 +40,608 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-float ob_dot_f32_avx2(const float *x, const float *y, int64_t n) {
+INLINE int hsum256_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* unsigned bytes u times signed bytes s, summed in groups of 4 -> int32 x 8 */
+INLINE __m256i dot_us(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+/* same, each pair sum weighted by the int16 in `scale` (per 128-bit half) */
+INLINE __m256i dot_us_scaled(__m256i u, __m256i s, __m256i scale) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes: low nibbles first, then high. */
+INLINE __m256i nibbles32(const uint8_t *q) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)q);
+    __m256i r = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(r, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, byte i = 0x10 if bit i is set, else 0. */
+INLINE __m256i bits_to_0x10(uint32_t bits) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    const __m256i sel = _mm256_set1_epi64x(0x8040201008040201);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+#define ACT_Q8(act, as, t, b) ((const ob_act_q8 *)(const void *)((act) + (size_t)(t) * (as)) + (b))
+#define ACT_Q8K(act, as, t, b) ((const ob_act_q8K *)(const void *)((act) + (size_t)(t) * (as)) + (b))
+
+/* Run body(NT, ...) on the nt tokens in groups of 4, 2 and 1. */
+#define SPLIT_NT(body, n, w, act, as, nt, out, os)                                         \
+    do {                                                                                   \
+        const char *a_ = (const char *)(act);                                              \
+        float *o_ = (out);                                                                 \
+        int r_ = (nt);                                                                     \
+        for (; r_ >= 4; r_ -= 4, a_ += 4 * (as), o_ += 4 * (os)) body(4, n, w, a_, as, o_, os); \
+        if (r_ >= 2) {                                                                     \
+            body(2, n, w, a_, as, o_, os);                                                 \
+            r_ -= 2, a_ += 2 * (as), o_ += 2 * (os);                                       \
+        }                                                                                  \
+        if (r_) body(1, n, w, a_, as, o_, os);                                             \
+    } while (0)
+
+/* ======================================================================
+ * Legacy 32-element types with ob_act_q8 activations
+ * ====================================================================== */
+
+enum { A8_Q4_0, A8_Q4_1, A8_Q5_0, A8_Q5_1, A8_Q8_0, A8_IQ4_NL, A8_MXFP4 };
+
+INLINE void dot_a8_body(const int kind, const int NT, int64_t n, const void *w, const char *act, size_t as,
+                        float *out, size_t os) {
+    const int64_t nb = n / 32;
+    __m256 acc[4];
+    float corr[4];
+    for (int t = 0; t < 4; t++) {
+        acc[t] = _mm256_setzero_ps();
+        corr[t] = 0.0f;
+    }
+    const __m256i lut_iq4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ob_iq4nl_values));
+    const __m256i lut_mx = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ob_mxfp4_values));
+    const int is_signed = kind == A8_Q8_0 || kind == A8_IQ4_NL || kind == A8_MXFP4;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i q;
+        float dw, mw = 0.0f;
+        switch (kind) {
+        case A8_Q4_0: {
+            const ob_block_q4_0 *x = (const ob_block_q4_0 *)w + b;
+            q = nibbles32(x->qs);
+            dw = h2f(x->d);
+            break;
+        }
+        case A8_Q4_1: {
+            const ob_block_q4_1 *x = (const ob_block_q4_1 *)w + b;
+            q = nibbles32(x->qs);
+            dw = h2f(x->d);
+            mw = h2f(x->m);
+            break;
+        }
+        case A8_Q5_0: {
+            const ob_block_q5_0 *x = (const ob_block_q5_0 *)w + b;
+            q = _mm256_or_si256(nibbles32(x->qs), bits_to_0x10(load_u32(x->qh)));
+            dw = h2f(x->d);
+            break;
+        }
+        case A8_Q5_1: {
+            const ob_block_q5_1 *x = (const ob_block_q5_1 *)w + b;
+            q = _mm256_or_si256(nibbles32(x->qs), bits_to_0x10(load_u32(x->qh)));
+            dw = h2f(x->d);
+            mw = h2f(x->m);
+            break;
+        }
+        case A8_Q8_0: {
+            const ob_block_q8_0 *x = (const ob_block_q8_0 *)w + b;
+            q = _mm256_loadu_si256((const __m256i *)(const void *)x->qs);
+            dw = h2f(x->d);
+            break;
+        }
+        case A8_IQ4_NL: {
+            const ob_block_iq4_nl *x = (const ob_block_iq4_nl *)w + b;
+            q = _mm256_shuffle_epi8(lut_iq4, nibbles32(x->qs));
+            dw = h2f(x->d);
+            break;
+        }
+        default: {
+            const ob_block_mxfp4 *x = (const ob_block_mxfp4 *)w + b;
+            q = _mm256_shuffle_epi8(lut_mx, nibbles32(x->qs));
+            dw = ob_e8m0_to_fp32_half(x->e);
+            break;
+        }
+        }
+        const __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q;
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+            __m256i va = _mm256_loadu_si256((const __m256i *)(const void *)a->qs);
+            __m256i p = is_signed ? dot_us(qa, _mm256_sign_epi8(va, q)) : dot_us(q, va);
+            float dd = dw * a->d;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dd), acc[t]);
+            if (kind == A8_Q4_0 || kind == A8_Q5_0) corr[t] += dd * (float)a->s;
+            if (kind == A8_Q4_1 || kind == A8_Q5_1) corr[t] += mw * a->d * (float)a->s;
+        }
+    }
+    const float off = kind == A8_Q4_0 ? -8.0f : kind == A8_Q5_0 ? -16.0f : 1.0f;
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]) + off * corr[t];
+}
+
+#define DEF_A8(name, kind)                                                                                 \
+    INLINE void body_##name(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o,  \
+                            size_t os) {                                                                 \
+        dot_a8_body(kind, NT, n, w, a, as, o, os);                                                       \
+    }                                                                                                    \
+    static void dot_##name##_avx2(int64_t n, const void *w, const void *act, size_t as, int nt, float *out, \
+                                  size_t os) {                                                           \
+        SPLIT_NT(body_##name, n, w, act, as, nt, out, os);                                               \
+    }
+
+DEF_A8(q4_0, A8_Q4_0)
+DEF_A8(q4_1, A8_Q4_1)
+DEF_A8(q5_0, A8_Q5_0)
+DEF_A8(q5_1, A8_Q5_1)
+DEF_A8(q8_0, A8_Q8_0)
+DEF_A8(iq4_nl, A8_IQ4_NL)
+DEF_A8(mxfp4, A8_MXFP4)
+
+/* ======================================================================
+ * K-quants, IQ4_XS and ternary types with ob_act_q8K activations
+ * ====================================================================== */
+
+/* Q4_K sub-block scales and mins, unpacked from the 12 packed bytes. */
+static void q4k_scales(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    for (int s = 0; s < 4; s++) {
+        sc[s] = q[s] & 63;
+        mn[s] = q[s + 4] & 63;
+    }
+    for (int s = 4; s < 8; s++) {
+        sc[s] = (uint8_t)((q[s + 4] & 0x0f) | (q[s - 4] >> 6) << 4);
+        mn[s] = (uint8_t)((q[s + 4] >> 4) | (q[s] >> 6) << 4);
+    }
+}
+
+/* Sum over 32-element sub-blocks of mn[s] * (activation sum of s). */
+static int mins_dot(const uint8_t mn[8], const int16_t *bsum32) {
+    int s = 0;
+    for (int j = 0; j < 8; j++) s += mn[j] * bsum32[j];
+    return s;
+}
+
+/* Q4_K and Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * mn. */
+INLINE void dot_q45K_body(const int five, const int NT, int64_t n, const void *w, const char *act, size_t as,
+                          float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    float corr[4];
+    for (int t = 0; t < 4; t++) {
+        acc[t] = _mm256_setzero_ps();
+        corr[t] = 0.0f;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *qs, *scales, *qh = NULL;
+        float d, dmin;
+        if (five) {
+            const ob_block_q5_K *x = (const ob_block_q5_K *)w + i;
+            qs = x->qs, scales = x->scales, qh = x->qh, d = h2f(x->d), dmin = h2f(x->dmin);
+        } else {
+            const ob_block_q4_K *x = (const ob_block_q4_K *)w + i;
+            qs = x->qs, scales = x->scales, d = h2f(x->d), dmin = h2f(x->dmin);
+        }
+        uint8_t sc[8], mn[8];
+        q4k_scales(scales, sc, mn);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        const __m256i hbits = five ? _mm256_loadu_si256((const __m256i *)(const void *)qh) : _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * p));
+            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (five) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * p + 1), one), 4));
+            }
+            const __m256i s_lo = _mm256_set1_epi16(sc[2 * p]), s_hi = _mm256_set1_epi16(sc[2 * p + 1]);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 64 * p;
+                __m256i p0 = dot_us_scaled(lo, _mm256_loadu_si256((const __m256i *)(const void *)a), s_lo);
+                __m256i p1 = dot_us_scaled(hi, _mm256_loadu_si256((const __m256i *)(const void *)(a + 32)), s_hi);
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
+            corr[t] += dmin * a->d * (float)mins_dot(mn, a->bsum32);
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]) - corr[t];
+}
+
+INLINE void body_q4_K(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o, size_t os) {
+    dot_q45K_body(0, NT, n, w, a, as, o, os);
+}
+INLINE void body_q5_K(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o, size_t os) {
+    dot_q45K_body(1, NT, n, w, a, as, o, os);
+}
+
+/* int16 scale vector: low 128 bits s0, high 128 bits s1 (one per 16-element
+ * sub-block of a 32-byte group). */
+INLINE __m256i scale_pair(int s0, int s1) { return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0)); }
+
+/* Q6_K: 16 sub-blocks of 16, x = d * sc * (q - 32), q = 4 low bits | 2 high. */
+INLINE void body_q6_K(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    float corr[4];
+    for (int t = 0; t < 4; t++) {
+        acc[t] = _mm256_setzero_ps();
+        corr[t] = 0.0f;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_q6_K *x = (const ob_block_q6_K *)w + i;
+        const float d = h2f(x->d);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(const void *)(x->ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int k = 0; k < 4; k++) {
+                const int s = 8 * h + 2 * k;
+                const __m256i sv = scale_pair(x->scales[s], x->scales[s + 1]);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 128 * h + 32 * k;
+                    __m256i p = dot_us_scaled(q[k], _mm256_loadu_si256((const __m256i *)(const void *)a), sv);
+                    isum[t] = _mm256_add_epi32(isum[t], p);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            int c = 0;
+            for (int s = 0; s < 16; s++) c += x->scales[s] * a->bsums[s];
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
+            corr[t] += d * a->d * (float)(32 * c);
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]) - corr[t];
+}
+
+static int q3k_scale(const uint8_t *scales, int s) {
+    const int lo = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+    const int hi = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* Q3_K: 16 sub-blocks of 16, x = d * sc * (q - 4), q = 2 low bits | hmask bit. */
+INLINE void body_q3_K(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_q3_K *x = (const ob_block_q3_K *)w + i;
+        const float d = h2f(x->d);
+        int sc[16];
+        for (int s = 0; s < 16; s++) sc[s] = q3k_scale(x->scales, s);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)x->hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), m2);
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one), 2);
+                __m256i q = _mm256_or_si256(low, hb);
+                const int s = 8 * h + 2 * k;
+                const __m256i sv = scale_pair(sc[s], sc[s + 1]);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 128 * h + 32 * k;
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], dot_us_scaled(q, _mm256_loadu_si256((const __m256i *)(const void *)a), sv));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            int c = 0;
+            for (int s = 0; s < 16; s++) c += sc[s] * a->bsums[s];
+            int tot = hsum256_epi32(isum[t]) - 4 * c;
+            acc[t] = _mm256_add_ps(acc[t], _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, d * a->d * (float)tot));
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]);
+}
+
+/* Q2_K: 16 sub-blocks of 16, x = d * sc * q - dmin * mn, q 2 bits. */
+INLINE void body_q2_K(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    float corr[4];
+    for (int t = 0; t < 4; t++) {
+        acc[t] = _mm256_setzero_ps();
+        corr[t] = 0.0f;
+    }
+    const __m256i m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_q2_K *x = (const ob_block_q2_K *)w + i;
+        const float d = h2f(x->d), dmin = h2f(x->dmin);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), m2);
+                const int s = 8 * h + 2 * k;
+                const __m256i sv = scale_pair(x->scales[s] & 0x0f, x->scales[s + 1] & 0x0f);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 128 * h + 32 * k;
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], dot_us_scaled(q, _mm256_loadu_si256((const __m256i *)(const void *)a), sv));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            int c = 0;
+            for (int s = 0; s < 16; s++) c += (x->scales[s] >> 4) * a->bsums[s];
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
+            corr[t] += dmin * a->d * (float)c;
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]) - corr[t];
+}
+
+/* IQ4_XS: 8 sub-blocks of 32, x = d * (ls - 32) * iq4nl_values[q]. */
+INLINE void body_iq4_xs(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ob_iq4nl_values));
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_iq4_xs *x = (const ob_block_iq4_xs *)w + i;
+        const float d = h2f(x->d);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * p));
+            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            __m256i v[2];
+            v[0] = _mm256_shuffle_epi8(lut, _mm256_permute2x128_si256(lo, hi, 0x20));
+            v[1] = _mm256_shuffle_epi8(lut, _mm256_permute2x128_si256(lo, hi, 0x31));
+            for (int j = 0; j < 2; j++) {
+                const int s = 2 * p + j;
+                const int ls = ((x->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((x->scales_h >> (2 * s)) & 3) << 4;
+                const __m256i sv = _mm256_set1_epi16((short)(ls - 32));
+                const __m256i va = _mm256_sign_epi8(v[j], v[j]);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 32 * s;
+                    __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)a);
+                    isum[t] = _mm256_add_epi32(isum[t], dot_us_scaled(va, _mm256_sign_epi8(y, v[j]), sv));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * ACT_Q8K(act, as, t, i)->d), acc[t]);
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]);
+}
+
+/* TQ2_0: q = value + 1 in 0..2, two bits each; x = d * (q - 1). */
+INLINE void body_tq2_0(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_tq2_0 *x = (const ob_block_tq2_0 *)w + i;
+        const float d = h2f(x->d);
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), m2);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 128 * h + 32 * k;
+                    isum[t] = _mm256_add_epi32(isum[t], dot_us(q, _mm256_loadu_si256((const __m256i *)(const void *)a)));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            int c = 0;
+            for (int s = 0; s < 16; s++) c += a->bsums[s];
+            int tot = hsum256_epi32(isum[t]) - c;
+            acc[t] = _mm256_add_ps(acc[t], _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, d * a->d * (float)tot));
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]);
+}
+
+/* Bytes times a small constant, mod 256 (no 8-bit multiply in AVX2: the
+ * low and high byte of each 16-bit lane are multiplied separately). */
+INLINE __m256i mul_bytes(__m256i v, short c) {
+    const __m256i k = _mm256_set1_epi16(c);
+    __m256i lo = _mm256_and_si256(_mm256_mullo_epi16(v, k), _mm256_set1_epi16(0x00ff));
+    __m256i hi = _mm256_slli_epi16(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), k), 8);
+    return _mm256_or_si256(lo, hi);
+}
+
+/* TQ1_0 digit from a byte already multiplied by 3^k: floor(3 r / 256), which
+ * is 0 for r < 86, 1 for r < 171, else 2. */
+INLINE __m256i tq1_digit(__m256i r) {
+    __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(r, _mm256_set1_epi8(86)), r);
+    __m256i ge171 = _mm256_cmpeq_epi8(_mm256_max_epu8(r, _mm256_set1_epi8((char)171)), r);
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge86, ge171));
+}
+
+/* TQ1_0: base-3 digits (value + 1) packed five per byte; element order in
+ * blocks.h. Each 32-byte vector of digits below covers 32 consecutive
+ * elements. */
+INLINE void body_tq1_0(const int NT, int64_t n, const void *w, const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / OB_QK_K;
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    static const short pow3[6] = {1, 3, 9, 27, 81, 243};
+    for (int64_t i = 0; i < nb; i++) {
+        const ob_block_tq1_0 *x = (const ob_block_tq1_0 *)w + i;
+        const float d = h2f(x->d);
+        __m256i q[8];
+        /* elements 0..159: digit k of qs[0..31] is element 32k + m */
+        const __m256i q0 = _mm256_loadu_si256((const __m256i *)(const void *)x->qs);
+        for (int k = 0; k < 5; k++) q[k] = tq1_digit(mul_bytes(q0, pow3[k]));
+        /* elements 160..255: qs[32..47] digit k is 160 + 16k + m; qh[j]
+         * digit k is 240 + 4k + j */
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(x->qs + 32));
+        const __m256i q11 = _mm256_set_m128i(q1, q1);
+        q[5] = tq1_digit(_mm256_set_m128i(_mm256_extracti128_si256(mul_bytes(q11, pow3[1]), 1),
+                                          _mm256_castsi256_si128(mul_bytes(q11, pow3[0]))));
+        q[6] = tq1_digit(_mm256_set_m128i(_mm256_extracti128_si256(mul_bytes(q11, pow3[3]), 1),
+                                          _mm256_castsi256_si128(mul_bytes(q11, pow3[2]))));
+        uint32_t h = load_u32(x->qh);
+        const __m128i hv = _mm_set1_epi32((int)h);
+        /* bytes 4k..4k+3 of the high half: qh times 3^k */
+        const __m256i hmul = _mm256_set_m128i(hv, hv);
+        /* dword k of the high 128 bits comes from qh times 3^k */
+        __m256i hq = _mm256_blend_epi32(mul_bytes(hmul, pow3[0]), mul_bytes(hmul, pow3[1]), 0x20);
+        hq = _mm256_blend_epi32(hq, mul_bytes(hmul, pow3[2]), 0x40);
+        hq = _mm256_blend_epi32(hq, mul_bytes(hmul, pow3[3]), 0x80);
+        __m256i low_half = mul_bytes(q11, pow3[4]);
+        q[7] = tq1_digit(_mm256_blend_epi32(hq, low_half, 0x0f));
+        __m256i isum[4];
+        for (int t = 0; t < 4; t++) isum[t] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++)
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const int8_t *a = ACT_Q8K(act, as, t, i)->qs + 32 * g;
+                isum[t] = _mm256_add_epi32(isum[t], dot_us(q[g], _mm256_loadu_si256((const __m256i *)(const void *)a)));
+            }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8K *a = ACT_Q8K(act, as, t, i);
+            int c = 0;
+            for (int s = 0; s < 16; s++) c += a->bsums[s];
+            int tot = hsum256_epi32(isum[t]) - c;
+            acc[t] = _mm256_add_ps(acc[t], _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, d * a->d * (float)tot));
+        }
+    }
+    for (int t = 0; t < NT; t++) out[(size_t)t * os] = hsum256(acc[t]);
+}
+
+#define DEF_DOT(name)                                                                                      \
+    static void dot_##name##_avx2(int64_t n, const void *w, const void *act, size_t as, int nt, float *out, \
+                                  size_t os) {                                                           \
+        SPLIT_NT(body_##name, n, w, act, as, nt, out, os);                                               \
+    }
+DEF_DOT(q2_K)
+DEF_DOT(q3_K)
+DEF_DOT(q4_K)
+DEF_DOT(q5_K)
+DEF_DOT(q6_K)
+DEF_DOT(iq4_xs)
+DEF_DOT(tq1_0)
+DEF_DOT(tq2_0)
+
+/* ======================================================================
+ * Float weights with F32 activations
+ * ====================================================================== */
+
+enum { FW_F32, FW_F16, FW_BF16 };
+
+INLINE __m256 load_w8(const int kind, const void *w, int64_t k) {
+    switch (kind) {
+    case FW_F32: return _mm256_loadu_ps((const float *)w + k);
+    case FW_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)w + k)));
+    default: {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)w + k)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+    }
+}
+
+INLINE float load_w1(const int kind, const void *w, int64_t k) {
+    switch (kind) {
+    case FW_F32: return ((const float *)w)[k];
+    case FW_F16: return h2f(((const uint16_t *)w)[k]);
+    default: return ob_bf16_to_fp32(((const uint16_t *)w)[k]);
+    }
+}
+
+INLINE void dot_float_body(const int kind, const int NT, int64_t n, const void *w, const char *act, size_t as,
+                           float *out, size_t os) {
+    __m256 acc0[4], acc1[4];
+    for (int t = 0; t < 4; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m256 w0 = load_w8(kind, w, k), w1 = load_w8(kind, w, k + 8);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const float *a = (const float *)(const void *)(act + (size_t)t * as) + k;
+            acc0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), acc1[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        const float *a = (const float *)(const void *)(act + (size_t)t * as);
+        float s = hsum256(_mm256_add_ps(acc0[t], acc1[t]));
+        for (int64_t j = k; j < n; j++) s += load_w1(kind, w, j) * a[j];
+        out[(size_t)t * os] = s;
+    }
+}
+
+INLINE void body_f32(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o, size_t os) {
+    dot_float_body(FW_F32, NT, n, w, a, as, o, os);
+}
+INLINE void body_f16(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o, size_t os) {
+    dot_float_body(FW_F16, NT, n, w, a, as, o, os);
+}
+INLINE void body_bf16(const int NT, int64_t n, const void *w, const char *a, size_t as, float *o, size_t os) {
+    dot_float_body(FW_BF16, NT, n, w, a, as, o, os);
+}
+DEF_DOT(f32)
+DEF_DOT(f16)
+DEF_DOT(bf16)
+
+/* ======================================================================
+ * Vectors, activation quantizers
+ * ====================================================================== */
+
+static float dot_f32(const float *x, const float *y, int64_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -29,22 +656,362 @@ float ob_dot_f32_avx2(const float *x, const float *y, int64_t n) {
     return s;
 }
 
-void ob_axpy_f32_avx2(float a, const float *x, float *y, int64_t n) {
+static void axpy_f32(float a, const float *x, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-void ob_scale_f32_avx2(float a, float *y, int64_t n) {
+static void scale_f32(float a, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] *= a;
 }
 
-void ob_f16_to_f32_avx2(const uint16_t *x, float *y, int64_t n) {
+static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void f32_to_f16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = ob_fp32_to_fp16(x[i]);
+}
+
+INLINE __m256 abs256(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+INLINE float hmax256(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* Quantize 32 floats with inverse scale id into 32 int8 (round to nearest
+ * even: cvtps2dq under the default MXCSR, as the scalar reference). */
+INLINE __m256i quant32(const float *x, __m256 id) {
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id));
+    __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    /* packs interleave 128-bit lanes: put the dwords back in order */
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+INLINE float absmax(const float *x, int n) {
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, abs256(_mm256_loadu_ps(x + i)));
+    return hmax256(m);
+}
+
+static void quant_q8(const float *x, ob_act_q8 *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float d = absmax(x, 32) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256i q = quant32(x, _mm256_set1_ps(id));
+        _mm256_storeu_si256((__m256i *)(void *)y[b].qs, q);
+        y[b].d = d;
+        y[b].s = hsum256_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+    }
+}
+
+static void quant_q8K(const float *x, ob_act_q8K *y, int64_t n) {
+    for (int64_t b = 0; b < n / OB_QK_K; b++, x += OB_QK_K) {
+        float d = absmax(x, OB_QK_K) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int g = 0; g < 8; g++) {
+            __m256i q = quant32(x + 32 * g, vid);
+            _mm256_storeu_si256((__m256i *)(void *)(y[b].qs + 32 * g), q);
+            /* sums of each 16 bytes: bytes -> pairs (int16) -> quads (int32) */
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm_shuffle_epi32(_mm256_castsi256_si128(s), 0x4e));
+            __m128i hh = _mm_add_epi32(_mm256_extracti128_si256(s, 1),
+                                       _mm_shuffle_epi32(_mm256_extracti128_si256(s, 1), 0x4e));
+            y[b].bsums[2 * g] = (int16_t)(_mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1));
+            y[b].bsums[2 * g + 1] = (int16_t)(_mm_cvtsi128_si32(hh) + _mm_extract_epi32(hh, 1));
+            y[b].bsum32[g] = (int16_t)(y[b].bsums[2 * g] + y[b].bsums[2 * g + 1]);
+        }
+        y[b].d = d;
+    }
+}
+
+static void to_bf16(const float *x, uint16_t *y, int64_t n) {
+    /* round to nearest even on the top 16 bits; NaN stays NaN (quiet bit set) */
+    int64_t i = 0;
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    for (; i + 8 <= n; i += 8) {
+        __m256 f = _mm256_loadu_ps(x + i);
+        __m256i u = _mm256_castps_si256(f);
+        __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+        r = _mm256_srli_epi32(r, 16);
+        __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(void *)(y + i), p);
+    }
+    for (; i < n; i++) y[i] = ob_fp32_to_bf16(x[i]);
+}
+
+/* ======================================================================
+ * Attention inner loops
+ * ====================================================================== */
+
+/* Four keys at a time, so each q vector load feeds four rows. */
+static void attn_scores_f32(const float *q, const float *k, size_t kstride, int n, int d, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = (const float *)(const void *)((const char *)k + (size_t)j * kstride);
+        const float *k1 = (const float *)(const void *)((const char *)k0 + kstride);
+        const float *k2 = (const float *)(const void *)((const char *)k1 + kstride);
+        const float *k3 = (const float *)(const void *)((const char *)k2 + kstride);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        int i = 0;
+        for (; i + 8 <= d; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), s0);
+            s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), s1);
+            s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), s2);
+            s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), s3);
+        }
+        float r0 = hsum256(s0), r1 = hsum256(s1), r2 = hsum256(s2), r3 = hsum256(s3);
+        for (; i < d; i++) {
+            r0 += q[i] * k0[i];
+            r1 += q[i] * k1[i];
+            r2 += q[i] * k2[i];
+            r3 += q[i] * k3[i];
+        }
+        scores[j] = r0, scores[j + 1] = r1, scores[j + 2] = r2, scores[j + 3] = r3;
+    }
+    for (; j < n; j++) scores[j] = dot_f32(q, (const float *)(const void *)((const char *)k + (size_t)j * kstride), d);
+}
+
+static void attn_scores_f16(const float *q, const uint16_t *k, size_t kstride, int n, int d, float *scores) {
+    int j = 0;
+    /* four rows at a time: q stays in registers across them */
+    for (; j + 4 <= n; j += 4) {
+        const uint16_t *k0 = (const uint16_t *)(const void *)((const char *)k + (size_t)j * kstride);
+        const uint16_t *k1 = (const uint16_t *)(const void *)((const char *)k0 + kstride);
+        const uint16_t *k2 = (const uint16_t *)(const void *)((const char *)k1 + kstride);
+        const uint16_t *k3 = (const uint16_t *)(const void *)((const char *)k2 + kstride);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        int i = 0;
+        for (; i + 8 <= d; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            s0 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k0 + i))), s0);
+            s1 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k1 + i))), s1);
+            s2 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k2 + i))), s2);
+            s3 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k3 + i))), s3);
+        }
+        float r0 = hsum256(s0), r1 = hsum256(s1), r2 = hsum256(s2), r3 = hsum256(s3);
+        for (; i < d; i++) {
+            r0 += q[i] * _cvtsh_ss(k0[i]);
+            r1 += q[i] * _cvtsh_ss(k1[i]);
+            r2 += q[i] * _cvtsh_ss(k2[i]);
+            r3 += q[i] * _cvtsh_ss(k3[i]);
+        }
+        scores[j] = r0, scores[j + 1] = r1, scores[j + 2] = r2, scores[j + 3] = r3;
+    }
+    for (; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(const void *)((const char *)k + (size_t)j * kstride);
+        __m256 s = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 8 <= d; i += 8)
+            s = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(kr + i))), s);
+        float r = hsum256(s);
+        for (; i < d; i++) r += q[i] * _cvtsh_ss(kr[i]);
+        scores[j] = r;
+    }
+}
+
+/* 32 output columns stay in registers while the n rows stream by. */
+static void attn_accum_f32(const float *w, const float *v, size_t vstride, int n, int d, float *acc) {
+    int i = 0;
+    for (; i + 32 <= d; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+        for (int j = 0; j < n; j++) {
+            const float *vr = (const float *)(const void *)((const char *)v + (size_t)j * vstride) + i;
+            __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vr), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vr + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vr + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vr + 24), a3);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+        _mm256_storeu_ps(acc + i + 16, a2);
+        _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i + 8 <= d; i += 8) {
+        __m256 a0 = _mm256_loadu_ps(acc + i);
+        for (int j = 0; j < n; j++)
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]),
+                                 _mm256_loadu_ps((const float *)(const void *)((const char *)v + (size_t)j * vstride) + i), a0);
+        _mm256_storeu_ps(acc + i, a0);
+    }
+    for (; i < d; i++)
+        for (int j = 0; j < n; j++) acc[i] += w[j] * ((const float *)(const void *)((const char *)v + (size_t)j * vstride))[i];
+}
+
+static void attn_accum_f16(const float *w, const uint16_t *v, size_t vstride, int n, int d, float *acc) {
+    int i = 0;
+    /* 16 output columns stay in registers while all n rows stream by */
+    for (; i + 16 <= d; i += 16) {
+        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = (const uint16_t *)(const void *)((const char *)v + (size_t)j * vstride) + i;
+            __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)vr)), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(vr + 8))), a1);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+    }
+    for (; i < d; i++)
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = (const uint16_t *)(const void *)((const char *)v + (size_t)j * vstride);
+            acc[i] += w[j] * _cvtsh_ss(vr[i]);
+        }
+}
+
+static void attn_qk(const float *q, int M, size_t ldq, const float *k, size_t kstride, int nk, int d, float *s,
+                    size_t lds) {
+    for (int m = 0; m < M; m++) attn_scores_f32(q + (size_t)m * ldq, k, kstride, nk, d, s + (size_t)m * lds);
+}
+
+static void attn_pv(const float *p, int M, size_t ldp, const float *v, size_t vstride, int nk, int d, float *o,
+                    size_t ldo) {
+    for (int m = 0; m < M; m++) attn_accum_f32(p + (size_t)m * ldp, v, vstride, nk, d, o + (size_t)m * ldo);
+}
+
+/* exp(x) for x <= 0 (softmax arguments): x = n ln2 + r with n an integer
+ * and |r| <= ln2/2 (Cody-Waite: ln2 in a short high part and a low
+ * correction, so r is nearly exact even for x near -87), then e^r by its
+ * degree-7 Taylor polynomial (truncation below (ln2/2)^8/8! = 5e-9) and 2^n
+ * added to the exponent bits. About 1 ulp over the range. Arguments below
+ * -87 flush to 0 (exp(-87) is near FLT_MIN); above 88 they saturate at
+ * exp(88) (SiLU only needs "huge" there). */
+INLINE __m256 exp256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.0f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    __m256 res = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    return _mm256_andnot_ps(under, res);
+}
+
+static float exp_sum(const float *x, float m, float *y, int n) {
+    __m256 s = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(y + i, e);
+        s = _mm256_add_ps(s, e);
+    }
+    float r = hsum256(s);
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - m);
+        r += y[i];
+    }
+    return r;
+}
+
+static void swiglu(const float *g, const float *u, float *y, int64_t n) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp256(_mm256_xor_ps(x, neg))));
+        if (u) s = _mm256_mul_ps(s, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(y + i, s);
+    }
+    for (; i < n; i++) {
+        float s = g[i] / (1.0f + expf(-g[i]));
+        y[i] = u ? s * u[i] : s;
+    }
+}
+
+static float sum_sq(const float *x, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        a0 = _mm256_fmadd_ps(v0, v0, a0);
+        a1 = _mm256_fmadd_ps(v1, v1, a1);
+    }
+    float s = hsum256(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+static void scale_mul(const float *x, float s, const float *w, float *y, int64_t n) {
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+}
+
+void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
+    k->tier = OB_CPU_AVX2;
+    k->name = "avx2";
+    k->dot_f32 = dot_f32;
+    k->axpy_f32 = axpy_f32;
+    k->scale_f32 = scale_f32;
+    k->f16_to_f32 = f16_to_f32;
+    k->f32_to_f16 = f32_to_f16;
+    k->quant_q8 = quant_q8;
+    k->quant_q8K = quant_q8K;
+    k->to_bf16 = to_bf16;
+    k->attn_scores_f32 = attn_scores_f32;
+    k->attn_scores_f16 = attn_scores_f16;
+    k->attn_accum_f32 = attn_accum_f32;
+    k->attn_accum_f16 = attn_accum_f16;
+    k->exp_sum = exp_sum;
+    k->attn_qk = attn_qk;
+    k->attn_pv = attn_pv;
+    k->swiglu = swiglu;
+    k->sum_sq = sum_sq;
+    k->scale_mul = scale_mul;
+#define SET(T, name) k->mm[T].dot = dot_##name##_avx2
+    SET(OB_TYPE_Q4_0, q4_0);
+    SET(OB_TYPE_Q4_1, q4_1);
+    SET(OB_TYPE_Q5_0, q5_0);
+    SET(OB_TYPE_Q5_1, q5_1);
+    SET(OB_TYPE_Q8_0, q8_0);
+    SET(OB_TYPE_IQ4_NL, iq4_nl);
+    SET(OB_TYPE_MXFP4, mxfp4);
+    SET(OB_TYPE_Q2_K, q2_K);
+    SET(OB_TYPE_Q3_K, q3_K);
+    SET(OB_TYPE_Q4_K, q4_K);
+    SET(OB_TYPE_Q5_K, q5_K);
+    SET(OB_TYPE_Q6_K, q6_K);
+    SET(OB_TYPE_IQ4_XS, iq4_xs);
+    SET(OB_TYPE_TQ1_0, tq1_0);
+    SET(OB_TYPE_TQ2_0, tq2_0);
+    SET(OB_TYPE_F32, f32);
+    SET(OB_TYPE_F16, f16);
+    SET(OB_TYPE_BF16, bf16);
+#undef SET
 }

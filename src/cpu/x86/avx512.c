@@ -1,0 +1,1015 @@
+/*
+ * avx512.c - the AVX-512 tier: packed-panel matmul kernels. Compiled with
+ * -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 (and
+ * the AVX2 set); the VNNI kernels are installed only when the CPU reports
+ * AVX512_VNNI, the BF16 ones only with AVX512_BF16. Everything else (native
+ * layout dots, quantizers, attention loops) comes from the AVX2 tier.
+ *
+ * Panels. The CPU backend repacks a weight of nout % 16 == 0 rows at load
+ * time into panels of 16 rows. Inside a panel, every block of the row
+ * format becomes "chunks" of 64 bytes: 4 bytes of each of the 16 rows, in
+ * row order. A 64-byte chunk is one zmm register whose 32-bit lane r holds
+ * row r's next 4 codes, so
+ *   - vpdpbusd(acc, chunk, broadcast(4 activation bytes)) adds 4 products to
+ *     each of 16 row accumulators: 64 multiply-adds per instruction, no
+ *     horizontal sums, and one broadcast activation word feeds 16 rows;
+ *   - a panel is read front to back, so decode (one token) streams each
+ *     weight byte once, with the hardware prefetcher seeing one sequential
+ *     stream per area;
+ *   - prefill keeps one panel in L1 and runs it against up to 8 tokens per
+ *     call, so each chunk is unpacked once for 8 tokens.
+ * Areas. A panel stores each kind of data in its own contiguous area
+ * (codes, scales, high bits, ...) rather than interleaving them per block,
+ * so every chunk load is 64-byte aligned. Sizes are the row format's exact
+ * size except for Q4_K (+4 bytes per 256 weights) and Q5_K (+4): their
+ * packed 6-bit scales and mins are expanded to bytes, which turns a dozen
+ * shift-and-mask steps per super-block into one byte load per 16 rows.
+ *
+ * Signs. vpdpbusd multiplies unsigned by signed bytes. Activations are the
+ * signed operand; weight codes must be unsigned. Nibble codes already are
+ * (Q4_0's q in 0..15 stands for q - 8). Signed weights (Q8_0, IQ4_NL/XS and
+ * MXFP4 table values) are stored or looked up with +128. Either way the dot
+ * carries offset * sum(activations) too, and the integer accumulator of each
+ * block starts at -offset * sum(a) (from the activation's precomputed sums),
+ * so the correction costs nothing in the loop.
+ *
+ * Scales. Per 32-element block (legacy types) the int32 sums turn into
+ * floats once per block: acc += float(isum) * (d_w[16 rows] * d_a). K types
+ * multiply each sub-block's int32 sum by its integer scale (vpmulld) and
+ * convert once per 256-element super-block; Q4_K/Q5_K mins are a 16-bit dot
+ * of the mins with the activation's 32-element sums (vpdpwssd).
+ *
+ * Float panels: F32 and F16 store one element of each of the 16 rows per
+ * k (16 lanes = 16 rows, converted with vcvtph2ps for F16), and an outer
+ * product with broadcast activations accumulates 16 rows x NT tokens.
+ * BF16 stores pairs (k, k+1) per lane for vdpbf16ps, which takes BF16
+ * activations (rounded once per batch); without AVX512_BF16 the same layout
+ * is widened to floats with shifts.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "../../quant/iq_tables.h"
+#include "../../quant/quant_ref.h"
+#include "../kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* (a & mask) | c, one vpternlogd */
+INLINE __m512i or_and(__m512i a, __m512i mask, __m512i c) { return _mm512_ternarylogic_epi32(a, mask, c, 0xEA); }
+
+INLINE __m512i bcast32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE __m512 load_h16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* Run body(NT, ...) on the nt tokens in groups of 8, 4, 2 and 1. */
+#define SPLIT_NT(body, n, w, act, as, nt, out, os)                                              \
+    do {                                                                                        \
+        const char *a_ = (const char *)(act);                                                   \
+        float *o_ = (out);                                                                      \
+        int r_ = (nt);                                                                          \
+        for (; r_ >= 8; r_ -= 8, a_ += 8 * (as), o_ += 8 * (os)) body(8, n, w, a_, as, o_, os); \
+        if (r_ >= 4) {                                                                          \
+            body(4, n, w, a_, as, o_, os);                                                      \
+            r_ -= 4, a_ += 4 * (as), o_ += 4 * (os);                                            \
+        }                                                                                       \
+        if (r_ >= 2) {                                                                          \
+            body(2, n, w, a_, as, o_, os);                                                      \
+            r_ -= 2, a_ += 2 * (as), o_ += 2 * (os);                                            \
+        }                                                                                       \
+        if (r_) body(1, n, w, a_, as, o_, os);                                                  \
+    } while (0)
+
+/* Row r of a native-layout matrix. */
+#define ROW(rows, rb, r) ((const char *)(rows) + (size_t)(r) * (rb))
+
+/* Copy 4 bytes of each of the 16 rows (at byte offset `off` of each row's
+ * block) into one 64-byte chunk, xor-ing each byte with `flip`. */
+static void gather_chunk(const char *rows, size_t row_bytes, size_t off, uint8_t flip, uint8_t *dst) {
+    for (int r = 0; r < OB_PANEL; r++)
+        for (int i = 0; i < 4; i++) dst[4 * r + i] = (uint8_t)(rows[(size_t)r * row_bytes + off + (size_t)i] ^ flip);
+}
+
+/* ======================================================================
+ * Legacy 32-element types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4
+ *
+ * Panel layout, per group of 4 consecutive 32-element blocks (see a8_at):
+ *   codes   [4][QB]    nibble types: 4 chunks, chunk j row r = the row's
+ *                      qs[4j..4j+3] (low nibbles elements 4j+i, high
+ *                      nibbles 16+4j+i): exactly the file's bytes, moved.
+ *                      Q8_0: 8 chunks, chunk j = qs[4j..4j+3] + 128.
+ *   d       [4][32]    the 16 rows' half scales (MXFP4: [4][16] exponents)
+ *   m       [4][32]    Q4_1/Q5_1 half minimums
+ *   qh      [4][64]    Q5_0/Q5_1 fifth bits: byte i of row r has bit j =
+ *                      bit 4 of element 4j+i and bit 4+j = bit 4 of element
+ *                      16+4j+i, so shifting right by j lines up both bits
+ *                      chunk j needs.
+ * ====================================================================== */
+
+enum { A8_Q4_0, A8_Q4_1, A8_Q5_0, A8_Q5_1, A8_Q8_0, A8_IQ4_NL, A8_MXFP4 };
+
+INLINE int a8_qbytes(int kind) { return kind == A8_Q8_0 ? 512 : 256; }
+INLINE int a8_dbytes(int kind) { return kind == A8_MXFP4 ? 16 : 32; }
+INLINE int a8_has_m(int kind) { return kind == A8_Q4_1 || kind == A8_Q5_1; }
+INLINE int a8_has_h(int kind) { return kind == A8_Q5_0 || kind == A8_Q5_1; }
+INLINE size_t a8_block_bytes(int kind) {
+    return (size_t)(a8_qbytes(kind) + a8_dbytes(kind) + (a8_has_m(kind) ? 32 : 0) + (a8_has_h(kind) ? 64 : 0));
+}
+/* Blocks are stored in groups of 4: [codes x4][d x4][m x4][qh x4], so one
+ * sequential stream carries everything and every area stays 64-byte
+ * aligned (4 x 16 bytes of MXFP4 exponents fill a line). */
+enum { A8_CODES, A8_D, A8_M, A8_H };
+INLINE uint8_t *a8_at(int kind, const void *panel, int64_t b, int part) {
+    const size_t qb = (size_t)a8_qbytes(kind), db = (size_t)a8_dbytes(kind), mb = a8_has_m(kind) ? 32 : 0;
+    uint8_t *g = (uint8_t *)panel + (size_t)(b >> 2) * 4 * a8_block_bytes(kind);
+    const size_t i = (size_t)(b & 3);
+    switch (part) {
+    case A8_CODES: return g + i * qb;
+    case A8_D: return g + 4 * qb + i * db;
+    case A8_M: return g + 4 * (qb + db) + i * 32;
+    default: return g + 4 * (qb + db + mb) + i * 64;
+    }
+}
+/* What the 8-bit accumulator of a block starts at, per activation sum. */
+INLINE int a8_offset(int kind) {
+    switch (kind) {
+    case A8_Q4_0: return 8;
+    case A8_Q5_0: return 16;
+    case A8_Q4_1:
+    case A8_Q5_1: return 0;
+    default: return 128;
+    }
+}
+
+static void pack_a8(int kind, const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nb = n / 32;
+    /* byte offsets of the fields inside one row block */
+    size_t bsize, off_d, off_m = 0, off_qh = 0, off_qs;
+    switch (kind) {
+    case A8_Q4_0: bsize = sizeof(ob_block_q4_0), off_d = 0, off_qs = 2; break;
+    case A8_Q4_1: bsize = sizeof(ob_block_q4_1), off_d = 0, off_m = 2, off_qs = 4; break;
+    case A8_Q5_0: bsize = sizeof(ob_block_q5_0), off_d = 0, off_qh = 2, off_qs = 6; break;
+    case A8_Q5_1: bsize = sizeof(ob_block_q5_1), off_d = 0, off_m = 2, off_qh = 4, off_qs = 8; break;
+    case A8_Q8_0: bsize = sizeof(ob_block_q8_0), off_d = 0, off_qs = 2; break;
+    case A8_IQ4_NL: bsize = sizeof(ob_block_iq4_nl), off_d = 0, off_qs = 2; break;
+    default: bsize = sizeof(ob_block_mxfp4), off_d = 0, off_qs = 1; break;
+    }
+    const int nchunks = a8_qbytes(kind) / 64;
+    for (int64_t b = 0; b < nb; b++) {
+        const char *blk = (const char *)rows + (size_t)b * bsize;
+        for (int j = 0; j < nchunks; j++)
+            gather_chunk(blk, rb, off_qs + 4 * (size_t)j, kind == A8_Q8_0 ? 0x80 : 0,
+                         a8_at(kind, panel, b, A8_CODES) + 64 * (size_t)j);
+        for (int r = 0; r < OB_PANEL; r++) {
+            const char *x = ROW(blk, rb, r);
+            if (kind == A8_MXFP4)
+                a8_at(kind, panel, b, A8_D)[r] = (uint8_t)x[off_d];
+            else
+                memcpy(a8_at(kind, panel, b, A8_D) + 2 * (size_t)r, x + off_d, 2);
+            if (a8_has_m(kind)) memcpy(a8_at(kind, panel, b, A8_M) + 2 * (size_t)r, x + off_m, 2);
+            if (a8_has_h(kind)) {
+                uint32_t qh;
+                memcpy(&qh, x + off_qh, 4);
+                uint8_t *hb = a8_at(kind, panel, b, A8_H) + 4 * (size_t)r;
+                for (int i = 0; i < 4; i++) {
+                    uint8_t v = 0;
+                    for (int j = 0; j < 4; j++) {
+                        v |= (uint8_t)(((qh >> (4 * j + i)) & 1u) << j);
+                        v |= (uint8_t)(((qh >> (16 + 4 * j + i)) & 1u) << (4 + j));
+                    }
+                    hb[i] = v;
+                }
+            }
+        }
+    }
+}
+
+/* 2^(e - 128) for 16 E8M0 exponents (ob_e8m0_to_fp32_half, vectorized). */
+INLINE __m512 e8m0_half16(const uint8_t *e) {
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)e));
+    __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
+}
+
+INLINE void gemm_a8_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
+                         float *out, size_t os) {
+    const int64_t nb = n / 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    __m512i lut = _mm512_setzero_si512();
+    if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
+        const int8_t *v = kind == A8_IQ4_NL ? ob_iq4nl_values : ob_mxfp4_values;
+        uint8_t t[16];
+        for (int i = 0; i < 16; i++) t[i] = (uint8_t)(v[i] + 128);
+        lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
+    }
+    const int off = a8_offset(kind);
+    __m512 acc[8];
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const ob_act_q8 *a[8];
+        __m512i ia[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            a[t] = (const ob_act_q8 *)(const void *)(act + (size_t)t * as) + b;
+            ia[t] = off ? _mm512_set1_epi32(-off * a[t]->s) : _mm512_setzero_si512();
+        }
+        const uint8_t *qb = a8_at(kind, panel, b, A8_CODES);
+        if (kind == A8_Q8_0) {
+            for (int j = 0; j < 8; j++) {
+                __m512i w = _mm512_load_si512((const void *)(qb + 64 * j));
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) ia[t] = _mm512_dpbusd_epi32(ia[t], w, bcast32(a[t]->qs + 4 * j));
+            }
+        } else {
+            const __m512i hb = a8_has_h(kind) ? _mm512_load_si512((const void *)a8_at(kind, panel, b, A8_H)) : m4;
+            for (int j = 0; j < 4; j++) {
+                __m512i raw = _mm512_load_si512((const void *)(qb + 64 * j));
+                __m512i lo, hi;
+                if (a8_has_h(kind)) {
+                    __m512i tj = _mm512_srli_epi16(hb, (unsigned)j);
+                    lo = or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
+                    hi = or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10));
+                } else {
+                    lo = _mm512_and_si512(raw, m4);
+                    hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                }
+                if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
+                    lo = _mm512_shuffle_epi8(lut, lo);
+                    hi = _mm512_shuffle_epi8(lut, hi);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(a[t]->qs + 4 * j));
+                    ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(a[t]->qs + 16 + 4 * j));
+                }
+            }
+        }
+        const __m512 dw = kind == A8_MXFP4 ? e8m0_half16(a8_at(kind, panel, b, A8_D)) : load_h16(a8_at(kind, panel, b, A8_D));
+        const __m512 mw = a8_has_m(kind) ? load_h16(a8_at(kind, panel, b, A8_M)) : dw;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(dw, _mm512_set1_ps(a[t]->d)), acc[t]);
+            if (a8_has_m(kind)) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[t]->d * (float)a[t]->s), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+#define DEF_A8(name, kind)                                                                                      \
+    INLINE void body_##name(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o,       \
+                            size_t os) {                                                                      \
+        gemm_a8_body(kind, NT, n, p, a, as, o, os);                                                           \
+    }                                                                                                         \
+    static void gemm_##name(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) { \
+        SPLIT_NT(body_##name, n, p, act, as, nt, out, os);                                                    \
+    }                                                                                                         \
+    static void pack_##name(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(kind, rows, rb, n, panel); } \
+    static size_t bytes_##name(int64_t n) { return (size_t)((n / 32 + 3) / 4) * 4 * a8_block_bytes(kind); }
+
+DEF_A8(q4_0, A8_Q4_0)
+DEF_A8(q4_1, A8_Q4_1)
+DEF_A8(q5_0, A8_Q5_0)
+DEF_A8(q5_1, A8_Q5_1)
+DEF_A8(q8_0, A8_Q8_0)
+DEF_A8(iq4_nl, A8_IQ4_NL)
+DEF_A8(mxfp4, A8_MXFP4)
+
+/* ======================================================================
+ * 256-element types: Q4_K Q5_K Q6_K IQ4_XS
+ *
+ * Panel layout per super-block (in groups, see kq_at), codes first:
+ *   Q4_K  codes [2048]: for p 0..3, j 0..7 the chunk of the rows'
+ *           qs[32p+4j..+3] (low nibbles: sub-block 2p, high: 2p+1)
+ *         d    [64]: 16 half d, then 16 half dmin
+ *         sc   [256]: scales [8][16 rows] then mins [8][16], bytes
+ *   Q5_K  as Q4_K plus
+ *         qh   [512]: per p, two chunks v: byte i of row r has bit m =
+ *           bit 4 of element 4(4v+m)+i of sub-block 2p and bit 4+m that of
+ *           sub-block 2p+1 (as the Q5_0 high bits)
+ *   Q6_K  codes [16][192]: per 16-element sub-block, three chunks: low
+ *           nibbles of its elements 4c+i (c 0,1 in chunk 0's low/high
+ *           nibbles, c 2,3 in chunk 1's), and 2-bit highs of c 0..3 in
+ *           bits 2c..2c+1 of chunk 2
+ *         d    [32], sc [16][16] int8
+ *   IQ4_XS codes [2048]: per sub-block s, chunks c 0..3 of the rows'
+ *           qs[16s+4c..+3] (low nibbles: elements 4c+i, high: 16+4c+i)
+ *         d    [32], sc [8][16] int8 = ls - 32
+ * ====================================================================== */
+
+enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K, KQ_IQ4_XS, KQ_Q2_K, KQ_Q3_K, KQ_TQ2_0, KQ_TQ1_0 };
+
+INLINE size_t kq_code_bytes(int kind) {
+    switch (kind) {
+    case KQ_Q6_K: return 3072;
+    case KQ_Q2_K:
+    case KQ_Q3_K:
+    case KQ_TQ2_0: return 1024;
+    case KQ_TQ1_0: return 832;
+    default: return 2048;
+    }
+}
+INLINE size_t kq_d_bytes(int kind) { return kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K ? 64 : 32; }
+INLINE size_t kq_sc_bytes(int kind) {
+    return kind == KQ_IQ4_XS ? 128 : kind == KQ_TQ2_0 || kind == KQ_TQ1_0 ? 0 : 256;
+}
+INLINE size_t kq_h_bytes(int kind) { return kind == KQ_Q5_K || kind == KQ_Q3_K ? 512 : 0; }
+INLINE size_t kq_block_bytes(int kind) { return kq_code_bytes(kind) + kq_d_bytes(kind) + kq_sc_bytes(kind) + kq_h_bytes(kind); }
+/* Super-blocks in groups (1 for Q4_K/Q5_K/Q2_K, 2 for the others, whose
+ * single super-block is not a whole number of cache lines): [codes x G][d x G]
+ * [sc x G][qh x G]. One sequential stream, every group 64-byte aligned. */
+enum { KQ_CODES, KQ_D, KQ_SC, KQ_H };
+INLINE int kq_group(int kind) { return kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K ? 1 : 2; }
+INLINE uint8_t *kq_at(int kind, const void *panel, int64_t sb, int part) {
+    const size_t G = (size_t)kq_group(kind), i = (size_t)sb % G;
+    uint8_t *g = (uint8_t *)panel + (size_t)(sb / (int64_t)G) * G * kq_block_bytes(kind);
+    const size_t cb = kq_code_bytes(kind), db = kq_d_bytes(kind), sc = kq_sc_bytes(kind);
+    switch (part) {
+    case KQ_CODES: return g + i * cb;
+    case KQ_D: return g + G * cb + i * db;
+    case KQ_SC: return g + G * (cb + db) + i * sc;
+    default: return g + G * (cb + db + sc) + i * kq_h_bytes(kind);
+    }
+}
+
+static void q4k_scale_min(const uint8_t *q, int s, uint8_t *sc, uint8_t *mn) {
+    if (s < 4) {
+        *sc = q[s] & 63;
+        *mn = q[s + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[s + 4] & 0x0f) | (q[s - 4] >> 6) << 4);
+        *mn = (uint8_t)((q[s + 4] >> 4) | (q[s] >> 6) << 4);
+    }
+}
+
+static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    size_t bsize;
+    switch (kind) {
+    case KQ_Q4_K: bsize = sizeof(ob_block_q4_K); break;
+    case KQ_Q5_K: bsize = sizeof(ob_block_q5_K); break;
+    case KQ_Q6_K: bsize = sizeof(ob_block_q6_K); break;
+    case KQ_Q2_K: bsize = sizeof(ob_block_q2_K); break;
+    case KQ_Q3_K: bsize = sizeof(ob_block_q3_K); break;
+    case KQ_TQ2_0: bsize = sizeof(ob_block_tq2_0); break;
+    case KQ_TQ1_0: bsize = sizeof(ob_block_tq1_0); break;
+    default: bsize = sizeof(ob_block_iq4_xs); break;
+    }
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const char *blk = (const char *)rows + (size_t)sb * bsize;
+        uint8_t *C = kq_at(kind, panel, sb, KQ_CODES), *D = kq_at(kind, panel, sb, KQ_D);
+        uint8_t *S = kq_at(kind, panel, sb, KQ_SC), *H = kq_at(kind, panel, sb, KQ_H);
+        switch (kind) {
+        case KQ_Q4_K:
+        case KQ_Q5_K: {
+            const size_t off_qs = kind == KQ_Q4_K ? offsetof(ob_block_q4_K, qs) : offsetof(ob_block_q5_K, qs);
+            for (int p = 0; p < 4; p++)
+                for (int j = 0; j < 8; j++) gather_chunk(blk, rb, off_qs + 32 * (size_t)p + 4 * (size_t)j, 0, C + 64 * (size_t)(8 * p + j));
+            for (int r = 0; r < OB_PANEL; r++) {
+                const char *x = ROW(blk, rb, r);
+                const uint8_t *scales = (const uint8_t *)x + 4; /* after d, dmin */
+                memcpy(D + 2 * r, x, 2);
+                memcpy(D + 32 + 2 * r, x + 2, 2);
+                for (int s = 0; s < 8; s++) q4k_scale_min(scales, s, &S[16 * s + r], &S[128 + 16 * s + r]);
+                if (kind == KQ_Q5_K) {
+                    const uint8_t *qh = ((const ob_block_q5_K *)(const void *)x)->qh;
+                    for (int p = 0; p < 4; p++)
+                        for (int v = 0; v < 2; v++)
+                            for (int i = 0; i < 4; i++) {
+                                uint8_t b = 0;
+                                for (int m = 0; m < 4; m++) {
+                                    const int l = 4 * (4 * v + m) + i; /* element within the sub-block */
+                                    b |= (uint8_t)(((qh[l] >> (2 * p)) & 1) << m);
+                                    b |= (uint8_t)(((qh[l] >> (2 * p + 1)) & 1) << (4 + m));
+                                }
+                                H[128 * p + 64 * v + 4 * r + i] = b;
+                            }
+                }
+            }
+            break;
+        }
+        case KQ_Q6_K:
+            for (int r = 0; r < OB_PANEL; r++) {
+                const ob_block_q6_K *x = (const ob_block_q6_K *)(const void *)ROW(blk, rb, r);
+                memcpy(D + 2 * r, &x->d, 2);
+                for (int s = 0; s < 16; s++) S[16 * s + r] = (uint8_t)x->scales[s];
+                /* the row's 256 codes, low 4 and high 2 bits apart */
+                uint8_t lo4[256], hi2[256];
+                for (int h = 0; h < 2; h++)
+                    for (int k = 0; k < 4; k++)
+                        for (int l = 0; l < 32; l++) {
+                            const int e = 128 * h + 32 * k + l;
+                            lo4[e] = (uint8_t)((x->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f);
+                            hi2[e] = (uint8_t)((x->qh[32 * h + l] >> (2 * k)) & 3);
+                        }
+                for (int s = 0; s < 16; s++) {
+                    uint8_t *sub = C + 192 * (size_t)s + 4 * r;
+                    const uint8_t *L = lo4 + 16 * s, *Hh = hi2 + 16 * s;
+                    for (int i = 0; i < 4; i++) {
+                        sub[i] = (uint8_t)(L[i] | L[4 + i] << 4);
+                        sub[64 + i] = (uint8_t)(L[8 + i] | L[12 + i] << 4);
+                        sub[128 + i] = (uint8_t)(Hh[i] | Hh[4 + i] << 2 | Hh[8 + i] << 4 | Hh[12 + i] << 6);
+                    }
+                }
+            }
+            break;
+        case KQ_Q2_K:
+        case KQ_Q3_K:
+        case KQ_TQ2_0: {
+            /* 2-bit codes: chunk (h, c) = the rows' qs[32h+4c..+3]; bits 2k of
+             * byte i are element 128h + 32k + 4c + i */
+            const size_t off_qs = kind == KQ_Q2_K ? offsetof(ob_block_q2_K, qs)
+                                : kind == KQ_Q3_K ? offsetof(ob_block_q3_K, qs)
+                                                  : offsetof(ob_block_tq2_0, qs);
+            for (int j = 0; j < 16; j++) gather_chunk(blk, rb, off_qs + 4 * (size_t)j, 0, C + 64 * (size_t)j);
+            if (kind == KQ_Q3_K) /* hmask chunks: bit k' of byte i of chunk c = bit 2 of element 32k' + 4c + i */
+                for (int j = 0; j < 8; j++) gather_chunk(blk, rb, offsetof(ob_block_q3_K, hmask) + 4 * (size_t)j, 0, H + 64 * (size_t)j);
+            for (int r = 0; r < OB_PANEL; r++) {
+                const char *x = ROW(blk, rb, r);
+                if (kind == KQ_Q2_K) {
+                    const ob_block_q2_K *q2 = (const ob_block_q2_K *)(const void *)x;
+                    memcpy(D + 2 * r, &q2->d, 2);
+                    memcpy(D + 32 + 2 * r, &q2->dmin, 2);
+                    for (int sb2 = 0; sb2 < 16; sb2++) S[16 * sb2 + r] = q2->scales[sb2];
+                } else if (kind == KQ_Q3_K) {
+                    const ob_block_q3_K *q3 = (const ob_block_q3_K *)(const void *)x;
+                    memcpy(D + 2 * r, &q3->d, 2);
+                    for (int sb2 = 0; sb2 < 16; sb2++) {
+                        const int lo = sb2 < 8 ? q3->scales[sb2] & 0x0f : q3->scales[sb2 - 8] >> 4;
+                        const int hi = (q3->scales[8 + sb2 % 4] >> (2 * (sb2 / 4))) & 3;
+                        S[16 * sb2 + r] = (uint8_t)(int8_t)((lo | hi << 4) - 32);
+                    }
+                } else {
+                    memcpy(D + 2 * r, &((const ob_block_tq2_0 *)(const void *)x)->d, 2);
+                }
+            }
+            break;
+        }
+        case KQ_TQ1_0:
+            /* 13 chunks of the rows' bytes: qs[4j..] (j 0..7), qs[32+4j..]
+             * (j 0..3), qh; digits are decoded in the kernel */
+            for (int j = 0; j < 12; j++) gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qs) + 4 * (size_t)j, 0, C + 64 * (size_t)j);
+            gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qh), 0, C + 64 * 12);
+            for (int r = 0; r < OB_PANEL; r++) memcpy(D + 2 * r, &((const ob_block_tq1_0 *)(const void *)ROW(blk, rb, r))->d, 2);
+            break;
+        default: /* IQ4_XS */
+            for (int s = 0; s < 8; s++)
+                for (int c = 0; c < 4; c++)
+                    gather_chunk(blk, rb, offsetof(ob_block_iq4_xs, qs) + 16 * (size_t)s + 4 * (size_t)c, 0,
+                                 C + 64 * (size_t)(4 * s + c));
+            for (int r = 0; r < OB_PANEL; r++) {
+                const ob_block_iq4_xs *x = (const ob_block_iq4_xs *)(const void *)ROW(blk, rb, r);
+                memcpy(D + 2 * r, &x->d, 2);
+                for (int s = 0; s < 8; s++) {
+                    const int ls = ((x->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((x->scales_h >> (2 * s)) & 3) << 4;
+                    S[16 * s + r] = (uint8_t)(int8_t)(ls - 32);
+                }
+            }
+            break;
+        }
+    }
+}
+
+INLINE __m512i load_u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+INLINE __m512i load_i8x16(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+
+INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
+                         float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10), m30 = _mm512_set1_epi8(0x30);
+    uint8_t lut_b[16];
+    for (int i = 0; i < 16; i++) lut_b[i] = (uint8_t)(ob_iq4nl_values[i] + 128);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut_b));
+    __m512 acc[8];
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *C = kq_at(kind, panel, i, KQ_CODES), *D = kq_at(kind, panel, i, KQ_D);
+        const uint8_t *S = kq_at(kind, panel, i, KQ_SC), *H = kq_at(kind, panel, i, KQ_H);
+        const ob_act_q8K *a[8];
+        __m512i isum[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            a[t] = (const ob_act_q8K *)(const void *)(act + (size_t)t * as) + i;
+            isum[t] = _mm512_setzero_si512();
+        }
+        if (kind == KQ_Q2_K || kind == KQ_Q3_K) {
+            const __m512i m3 = _mm512_set1_epi8(3), m04 = _mm512_set1_epi8(4);
+            for (int s = 0; s < 16; s++) {
+                const int h = s / 8, kk = (s % 8) / 2, half = s % 2;
+                const __m512i sraw = load_u8x16(S + 16 * s);
+                const __m512i scv = kind == KQ_Q2_K ? _mm512_and_si512(sraw, _mm512_set1_epi32(15)) : load_i8x16(S + 16 * s);
+                __m512i ia[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++)
+                    ia[t] = kind == KQ_Q3_K ? _mm512_set1_epi32(-4 * a[t]->bsums[s]) : _mm512_setzero_si512();
+                for (int c = 4 * half; c < 4 * half + 4; c++) {
+                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (8 * h + c)));
+                    __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
+                    if (kind == KQ_Q3_K) {
+                        /* bit 4h+kk of the hmask chunk becomes bit 2 of the code */
+                        const __m512i hv = _mm512_load_si512((const void *)(H + 64 * c));
+                        const int sh = 4 * h + kk;
+                        const __m512i hb = sh >= 2 ? _mm512_srli_epi16(hv, (unsigned)(sh - 2)) : _mm512_slli_epi16(hv, (unsigned)(2 - sh));
+                        w = _mm512_ternarylogic_epi32(w, hb, m04, 0xF8); /* w | (hb & 4) */
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++)
+                        ia[t] = _mm512_dpbusd_epi32(ia[t], w, bcast32(a[t]->qs + 16 * s + 4 * (c - 4 * half)));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
+            }
+        } else if (kind == KQ_TQ2_0 || kind == KQ_TQ1_0) {
+            /* codes are value + 1: start each sum at -sum(a) */
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                int tot = 0;
+                for (int g = 0; g < 8; g++) tot += a[t]->bsum32[g];
+                isum[t] = _mm512_set1_epi32(-tot);
+            }
+            if (kind == KQ_TQ2_0) {
+                const __m512i m3 = _mm512_set1_epi8(3);
+                for (int j = 0; j < 16; j++) {
+                    const int h = j / 8, c = j % 8;
+                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * j));
+                    for (int kk = 0; kk < 4; kk++) {
+                        const __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
+#pragma GCC unroll 8
+                        for (int t = 0; t < NT; t++)
+                            isum[t] = _mm512_dpbusd_epi32(isum[t], w, bcast32(a[t]->qs + 128 * h + 32 * kk + 4 * c));
+                    }
+                }
+            } else {
+                static const short pow3[5] = {1, 3, 9, 27, 81};
+                for (int j = 0; j < 13; j++) {
+                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * j));
+                    const int ndig = j < 12 ? 5 : 4;
+                    for (int dg = 0; dg < ndig; dg++) {
+                        /* digit dg of each byte: (byte * 3^dg mod 256) * 3 >> 8, i.e. 0, 1 or 2
+                         * as the product is below 86, below 171, or above */
+                        const __m512i k3 = _mm512_set1_epi16(pow3[dg]);
+                        const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(raw, k3), _mm512_set1_epi16(0x00ff));
+                        const __m512i hi = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(raw, 8), k3), 8);
+                        const __m512i r = _mm512_or_si512(lo, hi);
+                        const __mmask64 ge86 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8(86));
+                        const __mmask64 ge171 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8((char)171));
+                        const __m512i w = _mm512_add_epi8(_mm512_maskz_mov_epi8(ge86, _mm512_set1_epi8(1)),
+                                                          _mm512_maskz_mov_epi8(ge171, _mm512_set1_epi8(1)));
+                        /* element of byte i of this chunk for digit dg */
+                        const int e = j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg;
+#pragma GCC unroll 8
+                        for (int t = 0; t < NT; t++) isum[t] = _mm512_dpbusd_epi32(isum[t], w, bcast32(a[t]->qs + e));
+                    }
+                }
+            }
+        } else if (kind == KQ_Q6_K) {
+            for (int s = 0; s < 16; s++) {
+                const uint8_t *sb = C + 192 * s;
+                const __m512i n0 = _mm512_load_si512((const void *)sb), n1 = _mm512_load_si512((const void *)(sb + 64));
+                const __m512i h = _mm512_load_si512((const void *)(sb + 128));
+                __m512i c[4];
+                c[0] = or_and(n0, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+                c[1] = or_and(_mm512_srli_epi16(n0, 4), m4, _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+                c[2] = or_and(n1, m4, _mm512_and_si512(h, m30));
+                c[3] = or_and(_mm512_srli_epi16(n1, 4), m4, _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+                const __m512i scv = load_i8x16(S + 16 * s);
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *aq = a[t]->qs + 16 * s;
+                    __m512i ia = _mm512_set1_epi32(-32 * a[t]->bsums[s]);
+                    ia = _mm512_dpbusd_epi32(ia, c[0], bcast32(aq));
+                    ia = _mm512_dpbusd_epi32(ia, c[1], bcast32(aq + 4));
+                    ia = _mm512_dpbusd_epi32(ia, c[2], bcast32(aq + 8));
+                    ia = _mm512_dpbusd_epi32(ia, c[3], bcast32(aq + 12));
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia, scv));
+                }
+            }
+        } else {
+            for (int s = 0; s < 8; s++) {
+                const __m512i scv = kind == KQ_IQ4_XS ? load_i8x16(S + 16 * s) : load_u8x16(S + 16 * s);
+                __m512i ia[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++)
+                    ia[t] = kind == KQ_IQ4_XS ? _mm512_set1_epi32(-128 * a[t]->bsum32[s]) : _mm512_setzero_si512();
+                if (kind == KQ_IQ4_XS) {
+                    for (int c = 0; c < 4; c++) {
+                        const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (4 * s + c)));
+                        const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+                        const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+#pragma GCC unroll 8
+                        for (int t = 0; t < NT; t++) {
+                            const int8_t *aq = a[t]->qs + 32 * s + 4 * c;
+                            ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(aq));
+                            ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(aq + 16));
+                        }
+                    }
+                } else {
+                    const int p = s / 2, hi_half = s % 2;
+                    for (int j = 0; j < 8; j++) {
+                        const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (8 * p + j)));
+                        __m512i w;
+                        if (kind == KQ_Q5_K) {
+                            const __m512i hv = _mm512_loadu_si512((const void *)(H + 128 * p + 64 * (j / 4)));
+                            const __m512i tj = _mm512_srli_epi16(hv, (unsigned)(j % 4));
+                            w = hi_half ? or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10))
+                                        : or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
+                        } else {
+                            w = hi_half ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4) : _mm512_and_si512(raw, m4);
+                        }
+#pragma GCC unroll 8
+                        for (int t = 0; t < NT; t++) ia[t] = _mm512_dpbusd_epi32(ia[t], w, bcast32(a[t]->qs + 32 * s + 4 * j));
+                    }
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
+            }
+        }
+        const __m512 d = load_h16(D);
+        if (kind == KQ_Q2_K) {
+            const __m512 dmin = load_h16(D + 32);
+            __m512i mnp[8];
+            for (int q = 0; q < 8; q++)
+                mnp[q] = _mm512_or_si512(_mm512_srli_epi32(load_u8x16(S + 32 * q), 4),
+                                         _mm512_slli_epi32(_mm512_srli_epi32(load_u8x16(S + 32 * q + 16), 4), 16));
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                __m512i ms = _mm512_setzero_si512();
+                for (int q = 0; q < 8; q++) {
+                    int32_t pair;
+                    memcpy(&pair, a[t]->bsums + 2 * q, 4);
+                    ms = _mm512_dpwssd_epi32(ms, mnp[q], _mm512_set1_epi32(pair));
+                }
+                const __m512 da = _mm512_set1_ps(a[t]->d);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, da), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc[t]);
+            }
+        } else if (kind == KQ_Q4_K || kind == KQ_Q5_K) {
+            const __m512 dmin = load_h16(D + 32);
+            __m512i mnp[4];
+            for (int q = 0; q < 4; q++)
+                mnp[q] = _mm512_or_si512(load_u8x16(S + 128 + 32 * q), _mm512_slli_epi32(load_u8x16(S + 128 + 32 * q + 16), 16));
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                __m512i ms = _mm512_setzero_si512();
+                for (int q = 0; q < 4; q++) {
+                    int32_t pair;
+                    memcpy(&pair, a[t]->bsum32 + 2 * q, 4);
+                    ms = _mm512_dpwssd_epi32(ms, mnp[q], _mm512_set1_epi32(pair));
+                }
+                const __m512 da = _mm512_set1_ps(a[t]->d);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, da), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc[t]);
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(a[t]->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+#define DEF_KQ(name, kind)                                                                                      \
+    INLINE void body_##name(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o,       \
+                            size_t os) {                                                                      \
+        gemm_kq_body(kind, NT, n, p, a, as, o, os);                                                           \
+    }                                                                                                         \
+    static void gemm_##name(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) { \
+        SPLIT_NT(body_##name, n, p, act, as, nt, out, os);                                                    \
+    }                                                                                                         \
+    static void pack_##name(const void *rows, size_t rb, int64_t n, void *panel) { pack_kq(kind, rows, rb, n, panel); } \
+    static size_t bytes_##name(int64_t n) {                                                                   \
+        const int64_t g = kq_group(kind);                                                                     \
+        return (size_t)((n / OB_QK_K + g - 1) / g * g) * kq_block_bytes(kind);                                \
+    }
+
+DEF_KQ(q4_K, KQ_Q4_K)
+DEF_KQ(q5_K, KQ_Q5_K)
+DEF_KQ(q6_K, KQ_Q6_K)
+DEF_KQ(iq4_xs, KQ_IQ4_XS)
+DEF_KQ(q2_K, KQ_Q2_K)
+DEF_KQ(q3_K, KQ_Q3_K)
+DEF_KQ(tq2_0, KQ_TQ2_0)
+DEF_KQ(tq1_0, KQ_TQ1_0)
+
+/* ======================================================================
+ * Float weights
+ *   F32  [n][16] floats   F16 [n][16] halves   (lane = row)
+ *   BF16 [n/2][16][2] bf16 (lane = row, pair k, k+1)
+ * ====================================================================== */
+
+enum { FP_F32, FP_F16 };
+
+static void pack_fp(int kind, const void *rows, size_t rb, int64_t n, void *panel) {
+    if (kind == FP_F32) {
+        float *dst = panel;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const float *x = (const float *)(const void *)ROW(rows, rb, r);
+            for (int64_t k = 0; k < n; k++) dst[(size_t)k * OB_PANEL + (size_t)r] = x[k];
+        }
+    } else {
+        uint16_t *dst = panel;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const uint16_t *x = (const uint16_t *)(const void *)ROW(rows, rb, r);
+            for (int64_t k = 0; k < n; k++) dst[(size_t)k * OB_PANEL + (size_t)r] = x[k];
+        }
+    }
+}
+
+INLINE __m512 fp_load(const int kind, const uint8_t *p, int64_t k) {
+    return kind == FP_F32 ? _mm512_load_ps((const void *)(p + (size_t)k * 64)) : load_h16(p + (size_t)k * 32);
+}
+
+INLINE void gemm_fp_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
+                         float *out, size_t os) {
+    const uint8_t *p = panel;
+    const float *a[8];
+    for (int t = 0; t < NT; t++) a[t] = (const float *)(const void *)(act + (size_t)t * as);
+    __m512 acc[8], acc2[8];
+    for (int t = 0; t < 8; t++) acc[t] = acc2[t] = _mm512_setzero_ps();
+    int64_t k = 0;
+    if (NT <= 2) {
+        /* few tokens: two k per step and two accumulators each, so the FMA
+         * latency chain does not limit a memory-bound decode */
+        for (; k + 2 <= n; k += 2) {
+            const __m512 w0 = fp_load(kind, p, k), w1 = fp_load(kind, p, k + 1);
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                acc[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(a[t][k]), acc[t]);
+                acc2[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(a[t][k + 1]), acc2[t]);
+            }
+        }
+    }
+    for (; k < n; k++) {
+        const __m512 w = fp_load(kind, p, k);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(a[t][k]), acc[t]);
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * os, _mm512_add_ps(acc[t], acc2[t]));
+}
+
+INLINE void body_f32(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    gemm_fp_body(FP_F32, NT, n, p, a, as, o, os);
+}
+INLINE void body_f16(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    gemm_fp_body(FP_F16, NT, n, p, a, as, o, os);
+}
+static void gemm_f32(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(body_f32, n, p, act, as, nt, out, os);
+}
+static void gemm_f16(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(body_f16, n, p, act, as, nt, out, os);
+}
+static void pack_f32(const void *rows, size_t rb, int64_t n, void *panel) { pack_fp(FP_F32, rows, rb, n, panel); }
+static void pack_f16(const void *rows, size_t rb, int64_t n, void *panel) { pack_fp(FP_F16, rows, rb, n, panel); }
+static size_t bytes_f32(int64_t n) { return (size_t)n * OB_PANEL * 4; }
+static size_t bytes_f16(int64_t n) { return (size_t)n * OB_PANEL * 2; }
+
+static void pack_bf16(const void *rows, size_t rb, int64_t n, void *panel) {
+    uint32_t *dst = panel; /* one (k, k+1) pair per 32 bits */
+    for (int r = 0; r < OB_PANEL; r++) {
+        const uint32_t *x = (const uint32_t *)(const void *)ROW(rows, rb, r);
+        for (int64_t kp = 0; kp < n / 2; kp++) dst[(size_t)kp * OB_PANEL + (size_t)r] = x[kp];
+    }
+}
+static size_t bytes_bf16(int64_t n) { return n % 2 ? 0 : (size_t)n * OB_PANEL * 2; }
+
+/* vdpbf16ps against BF16 activations (pairs broadcast as 32 bits) */
+INLINE void body_bf16_dp(const int NT, int64_t n, const void *panel, const char *act, size_t as, float *out,
+                         size_t os) {
+    const uint8_t *p = panel;
+    const uint16_t *a[8];
+    for (int t = 0; t < NT; t++) a[t] = (const uint16_t *)(const void *)(act + (size_t)t * as);
+    __m512 acc[8], acc2[8];
+    for (int t = 0; t < 8; t++) acc[t] = acc2[t] = _mm512_setzero_ps();
+    int64_t kp = 0, np = n / 2;
+    if (NT <= 2)
+        for (; kp + 2 <= np; kp += 2) {
+            const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
+            const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64 + 64));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                int32_t v0, v1;
+                memcpy(&v0, a[t] + 2 * kp, 4);
+                memcpy(&v1, a[t] + 2 * kp + 2, 4);
+                acc[t] = _mm512_dpbf16_ps(acc[t], w0, (__m512bh)_mm512_set1_epi32(v0));
+                acc2[t] = _mm512_dpbf16_ps(acc2[t], w1, (__m512bh)_mm512_set1_epi32(v1));
+            }
+        }
+    for (; kp < np; kp++) {
+        const __m512bh w = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            int32_t v;
+            memcpy(&v, a[t] + 2 * kp, 4);
+            acc[t] = _mm512_dpbf16_ps(acc[t], w, (__m512bh)_mm512_set1_epi32(v));
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * os, _mm512_add_ps(acc[t], acc2[t]));
+}
+static void gemm_bf16_dp(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(body_bf16_dp, n, p, act, as, nt, out, os);
+}
+
+/* the same panels widened to floats, against F32 activations */
+INLINE void body_bf16_f32(const int NT, int64_t n, const void *panel, const char *act, size_t as, float *out,
+                          size_t os) {
+    const uint8_t *p = panel;
+    const float *a[8];
+    for (int t = 0; t < NT; t++) a[t] = (const float *)(const void *)(act + (size_t)t * as);
+    __m512 acc[8], acc2[8];
+    for (int t = 0; t < 8; t++) acc[t] = acc2[t] = _mm512_setzero_ps();
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t kp = 0; kp < n / 2; kp++) {
+        const __m512i w = _mm512_load_si512((const void *)(p + (size_t)kp * 64));
+        const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+        const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_fmadd_ps(we, _mm512_set1_ps(a[t][2 * kp]), acc[t]);
+            acc2[t] = _mm512_fmadd_ps(wo, _mm512_set1_ps(a[t][2 * kp + 1]), acc2[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * os, _mm512_add_ps(acc[t], acc2[t]));
+}
+static void gemm_bf16_f32(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(body_bf16_f32, n, p, act, as, nt, out, os);
+}
+
+/* ======================================================================
+ * Attention tiles
+ *
+ * Scores: 2 query rows x 8 keys per step, 16 accumulators of 16 lanes over
+ * the head dimension, then one transposing reduction turns the 16 vectors
+ * into the 16 dot products (3 adds/shuffles per dot instead of a full
+ * horizontal sum each). P.V: 2 rows x 64 output columns stay in registers
+ * while the keys stream by, each V row load feeding both rows.
+ * ====================================================================== */
+
+/* lanes of the result: sum of v[0], v[1], ..., v[15] in order */
+INLINE __m512 reduce16(const __m512 v[16]) {
+    __m512 x[8], y[4];
+    for (int i = 0; i < 8; i++)
+        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(x[2 * i]), b = _mm512_castps_pd(x[2 * i + 1]);
+        y[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x44), _mm512_shuffle_f32x4(y[0], y[1], 0xee));
+    __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], 0x44), _mm512_shuffle_f32x4(y[2], y[3], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
+}
+
+INLINE __m512 load_d(const float *p, int i, int d) {
+    if (i + 16 <= d) return _mm512_loadu_ps(p + i);
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << (d - i)) - 1), p + i);
+}
+
+static void attn_qk_512(const float *q, int M, size_t ldq, const float *k, size_t kstride, int nk, int d, float *s,
+                        size_t lds) {
+    int m = 0;
+    for (; m < M; m += 2) {
+        const int two = m + 1 < M;
+        const float *q0 = q + (size_t)m * ldq, *q1 = two ? q0 + ldq : q0;
+        int j = 0;
+        for (; j + 8 <= nk; j += 8) {
+            __m512 acc[16];
+            for (int a = 0; a < 16; a++) acc[a] = _mm512_setzero_ps();
+            const float *kr[8];
+            for (int b = 0; b < 8; b++) kr[b] = (const float *)(const void *)((const char *)k + (size_t)(j + b) * kstride);
+            for (int i = 0; i < d; i += 16) {
+                const __m512 a0 = load_d(q0, i, d), a1 = load_d(q1, i, d);
+                for (int b = 0; b < 8; b++) {
+                    const __m512 kv = load_d(kr[b], i, d);
+                    acc[b] = _mm512_fmadd_ps(a0, kv, acc[b]);
+                    acc[8 + b] = _mm512_fmadd_ps(a1, kv, acc[8 + b]);
+                }
+            }
+            const __m512 r = reduce16(acc);
+            _mm256_storeu_ps(s + (size_t)m * lds + j, _mm512_castps512_ps256(r));
+            if (two) _mm256_storeu_ps(s + (size_t)(m + 1) * lds + j, _mm512_extractf32x8_ps(r, 1));
+        }
+        for (; j < nk; j++) {
+            const float *kr = (const float *)(const void *)((const char *)k + (size_t)j * kstride);
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+            for (int i = 0; i < d; i += 16) {
+                const __m512 kv = load_d(kr, i, d);
+                a0 = _mm512_fmadd_ps(load_d(q0, i, d), kv, a0);
+                a1 = _mm512_fmadd_ps(load_d(q1, i, d), kv, a1);
+            }
+            s[(size_t)m * lds + j] = _mm512_reduce_add_ps(a0);
+            if (two) s[(size_t)(m + 1) * lds + j] = _mm512_reduce_add_ps(a1);
+        }
+    }
+}
+
+/* 4 rows x NV*16 columns starting at column i; rows past `rows` alias the
+ * first and are not stored. NV is a constant at every call, so the 16
+ * accumulators stay in registers. */
+INLINE void pv_tile(const int NV, const float *const pr[4], float *const orow[4], int rows, const float *v,
+                    size_t vstride, int nk, int i, int d) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++) acc[r][c] = load_d(orow[r], i + 16 * c, d);
+    const __mmask16 tail = i + 16 * NV <= d ? (__mmask16)0xffff : (__mmask16)((1u << ((d - i) % 16)) - 1);
+    for (int j = 0; j < nk; j++) {
+        const float *vr = (const float *)(const void *)((const char *)v + (size_t)j * vstride) + i;
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++)
+            vv[c] = c == NV - 1 ? _mm512_maskz_loadu_ps(tail, vr + 16 * c) : _mm512_loadu_ps(vr + 16 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m512 wr = _mm512_set1_ps(pr[r][j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(wr, vv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        if (r >= rows) break;
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++)
+            _mm512_mask_storeu_ps(orow[r] + i + 16 * c, c == NV - 1 ? tail : (__mmask16)0xffff, acc[r][c]);
+    }
+}
+
+static void attn_pv_512(const float *p, int M, size_t ldp, const float *v, size_t vstride, int nk, int d, float *o,
+                        size_t ldo) {
+    for (int m = 0; m < M; m += 4) {
+        const int rows = M - m < 4 ? M - m : 4;
+        const float *pr[4];
+        float *orow[4];
+        for (int r = 0; r < 4; r++) {
+            pr[r] = p + (size_t)(m + (r < rows ? r : 0)) * ldp;
+            orow[r] = o + (size_t)(m + (r < rows ? r : 0)) * ldo;
+        }
+        int i = 0;
+        for (; i + 64 <= d; i += 64) pv_tile(4, pr, orow, rows, v, vstride, nk, i, d);
+        switch ((d - i + 15) / 16) {
+        case 3: pv_tile(3, pr, orow, rows, v, vstride, nk, i, d); break;
+        case 2: pv_tile(2, pr, orow, rows, v, vstride, nk, i, d); break;
+        case 1: pv_tile(1, pr, orow, rows, v, vstride, nk, i, d); break;
+        default: break;
+        }
+    }
+}
+
+/* ====================================================================== */
+
+static void to_bf16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+        _mm512_storeu_si512((void *)(y + i), (__m512i)v);
+    }
+    for (; i < n; i++) y[i] = ob_fp32_to_bf16(x[i]);
+}
+
+void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f) {
+    k->tier = OB_CPU_AVX512;
+    k->name = "avx512";
+    const int vnni = f->avx512vnni, bf16 = f->avx512bf16;
+    k->attn_qk = attn_qk_512;
+    k->attn_pv = attn_pv_512;
+#define PACK(T, name, fmt) \
+    k->mm[T].packed_act = fmt, k->mm[T].panel_bytes = bytes_##name, k->mm[T].pack = pack_##name, k->mm[T].gemm = gemm_##name
+    if (vnni) {
+        k->name = bf16 ? "avx512-vnni-bf16" : "avx512-vnni";
+        PACK(OB_TYPE_Q4_0, q4_0, OB_ACT_Q8);
+        PACK(OB_TYPE_Q4_1, q4_1, OB_ACT_Q8);
+        PACK(OB_TYPE_Q5_0, q5_0, OB_ACT_Q8);
+        PACK(OB_TYPE_Q5_1, q5_1, OB_ACT_Q8);
+        PACK(OB_TYPE_Q8_0, q8_0, OB_ACT_Q8);
+        PACK(OB_TYPE_IQ4_NL, iq4_nl, OB_ACT_Q8);
+        PACK(OB_TYPE_MXFP4, mxfp4, OB_ACT_Q8);
+        PACK(OB_TYPE_Q4_K, q4_K, OB_ACT_Q8K);
+        PACK(OB_TYPE_Q5_K, q5_K, OB_ACT_Q8K);
+        PACK(OB_TYPE_Q6_K, q6_K, OB_ACT_Q8K);
+        PACK(OB_TYPE_IQ4_XS, iq4_xs, OB_ACT_Q8K);
+        PACK(OB_TYPE_Q2_K, q2_K, OB_ACT_Q8K);
+        PACK(OB_TYPE_Q3_K, q3_K, OB_ACT_Q8K);
+        PACK(OB_TYPE_TQ2_0, tq2_0, OB_ACT_Q8K);
+        PACK(OB_TYPE_TQ1_0, tq1_0, OB_ACT_Q8K);
+    }
+    PACK(OB_TYPE_F32, f32, OB_ACT_F32);
+    PACK(OB_TYPE_F16, f16, OB_ACT_F32);
+    k->mm[OB_TYPE_BF16].panel_bytes = bytes_bf16;
+    k->mm[OB_TYPE_BF16].pack = pack_bf16;
+    if (bf16) {
+        k->mm[OB_TYPE_BF16].packed_act = OB_ACT_BF16;
+        k->mm[OB_TYPE_BF16].gemm = gemm_bf16_dp;
+        k->to_bf16 = to_bf16;
+    } else {
+        k->mm[OB_TYPE_BF16].packed_act = OB_ACT_F32;
+        k->mm[OB_TYPE_BF16].gemm = gemm_bf16_f32;
+    }
+#undef PACK
+}

@@ -1,0 +1,420 @@
+/*
+ * attention.cu - paged-KV attention and the K/V cache writes.
+ *
+ * kv_write: one launch writes a batch's K and V rows at their slots. F16 and
+ * F32 convert element by element (round to nearest even, as the CPU's
+ * reference conversion); Q8_0 gives each 32-element block to one warp,
+ * which finds the block's absolute maximum with shuffles and then rounds
+ * exactly as ob_quantize_row_q8_0_ref does, so GPU and CPU pools hold the
+ * same bytes.
+ *
+ * attention: a block per (query token, KV head, split). The block holds the
+ * G = n_head / n_head_kv query heads that share the KV head (GQA: each K/V
+ * row is read once for all of them) and walks its range of positions in
+ * tiles of 32: the tile's slots are looked up in the token's block table,
+ * K and V rows are converted to float into shared memory (K rows padded by
+ * one float so the score loop, one position per lane, is free of bank
+ * conflicts), scores are scaled and soft-capped, and an online softmax keeps
+ * a running maximum m, sum l and unnormalised output per head.
+ *
+ * Splitting over the sequence: when the batch has too few (token, KV head)
+ * pairs to fill the device (decode), each token's range is cut into S
+ * splits (down to one tile each) that run as separate blocks and write (m, l, acc) partials; a
+ * second kernel combines them (out = sum acc_s e^(m_s - M) / sum l_s
+ * e^(m_s - M)). The combine is its own launch, so no block ever waits on
+ * another and no cross-block memory ordering is involved.
+ *
+ * The host side turns the ob_attn_token array (host pointers to each
+ * sequence's block table) into one device table: per token its table
+ * offset, position and window start, followed by the distinct block tables
+ * (tokens of one sequence share one copy), sent with one copy through the
+ * staging ring. Table entries are range-checked on the host, so a bad table
+ * is an error, never a stray device read.
+ */
+#include <math.h>
+
+#include "attention.cuh"
+#include "quant.cuh"
+
+#define ATT_TILE 32
+#define ATT_THREADS 128
+#define ATT_MAX_SPLITS 64
+#define ATT_BATCH 8 /* K/V elements per thread loaded before they are stored */
+
+typedef struct attn_tok {
+    int32_t table_off; /* into the tables that follow the tokens */
+    int32_t pos;
+    int32_t kv_start;
+    int32_t pad;
+} attn_tok;
+
+template <int KT> static __device__ __forceinline__ float kv_elem(const uint8_t *row, int e) {
+    if (KT == OB_TYPE_F32) return ((const float *)row)[e];
+    if (KT == OB_TYPE_F16) return ob_h2f(((const uint16_t *)row)[e]);
+    /* Q8_0: 34-byte blocks of 32; rows are even-sized, so the half is 2-aligned */
+    const uint8_t *blk = row + (e / 32) * 34;
+    return (float)(int8_t)blk[2 + e % 32] * ob_h2f(*(const uint16_t *)blk);
+}
+
+typedef struct attn_args {
+    const float *q;
+    int64_t ldq;
+    float *out;
+    int64_t ldo;
+    const uint8_t *kpool, *vpool;
+    size_t row_bytes;
+    int block_size, n_head, n_head_kv, hd;
+    float scale, softcap;
+    const attn_tok *toks;
+    const int32_t *tables;
+    int splits;
+    float *part_acc; /* [n][n_head][splits][hd] */
+    float *part_ml;  /* [n][n_head][splits][2] */
+} attn_args;
+
+template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(attn_args a) {
+    extern __shared__ float smem[];
+    const int t = blockIdx.x, hk = blockIdx.y, sp = blockIdx.z;
+    const int hd = a.hd, G = a.n_head / a.n_head_kv, tid = threadIdx.x;
+    float *qs = smem;                        /* [G][hd] */
+    float *ks = qs + G * hd;                 /* [TILE][hd + 1] */
+    float *vs = ks + ATT_TILE * (hd + 1);    /* [TILE][hd] */
+    float *sc = vs + ATT_TILE * hd;          /* [G][TILE] */
+    float *acc = sc + G * ATT_TILE;          /* [G][hd] */
+    float *mrow = acc + G * hd, *lrow = mrow + G, *corr = lrow + G;
+    int *slot = (int *)(corr + G);           /* [TILE] */
+
+    const attn_tok tk = a.toks[t];
+    const int32_t *table = a.tables + tk.table_off;
+    /* this split's range of positions */
+    const int len = tk.pos - tk.kv_start + 1;
+    const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
+    const int tps = (tiles + a.splits - 1) / a.splits;
+    const int start = tk.kv_start + sp * tps * ATT_TILE;
+    const int end = min(tk.pos, start + tps * ATT_TILE - 1); /* inclusive; empty when start > end */
+
+    for (int i = tid; i < G * hd; i += ATT_THREADS) {
+        qs[i] = a.q[(int64_t)t * a.ldq + (int64_t)hk * G * hd + i];
+        acc[i] = 0.0f;
+    }
+    for (int g = tid; g < G; g += ATT_THREADS) mrow[g] = -INFINITY, lrow[g] = 0.0f;
+    __syncthreads();
+
+    const int warp = tid / OB_WARP, lane = tid % OB_WARP, nw = ATT_THREADS / OB_WARP;
+    const size_t col0 = (size_t)hk * hd;
+    for (int p0 = start; p0 <= end; p0 += ATT_TILE) {
+        const int cnt = min(ATT_TILE, end - p0 + 1);
+        if (tid < ATT_TILE) {
+            const int p = p0 + tid;
+            slot[tid] = tid < cnt ? table[p / a.block_size] * a.block_size + p % a.block_size : 0;
+        }
+        __syncthreads();
+        /* K and V rows of the tile: ATT_BATCH elements of each per thread
+         * loaded before any is stored, so a thread has 2 * ATT_BATCH
+         * independent loads in flight instead of one at a time. */
+        for (int i0 = tid; i0 < cnt * hd; i0 += ATT_BATCH * ATT_THREADS) {
+            float kr[ATT_BATCH], vr[ATT_BATCH];
+#pragma unroll
+            for (int u = 0; u < ATT_BATCH; u++) {
+                const int i = i0 + u * ATT_THREADS;
+                if (i < cnt * hd) {
+                    const int p = i / hd, d = i % hd;
+                    const size_t off = (size_t)slot[p] * a.row_bytes;
+                    kr[u] = kv_elem<KT>(a.kpool + off, (int)col0 + d);
+                    vr[u] = kv_elem<KT>(a.vpool + off, (int)col0 + d);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < ATT_BATCH; u++) {
+                const int i = i0 + u * ATT_THREADS;
+                if (i < cnt * hd) {
+                    const int p = i / hd, d = i % hd;
+                    ks[p * (hd + 1) + d] = kr[u];
+                    vs[p * hd + d] = vr[u];
+                }
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < G * ATT_TILE; i += ATT_THREADS) {
+            const int g = i / ATT_TILE, p = i % ATT_TILE;
+            float s = -INFINITY;
+            if (p < cnt) {
+                const float *qg = qs + g * hd, *kp = ks + p * (hd + 1);
+                float dot = 0.0f;
+                for (int d = 0; d < hd; d++) dot = fmaf(qg[d], kp[d], dot);
+                s = dot * a.scale;
+                if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+            }
+            sc[i] = s;
+        }
+        __syncthreads();
+        for (int g = warp; g < G; g += nw) { /* one lane per position of the tile */
+            const float s = sc[g * ATT_TILE + lane];
+            const float m_old = mrow[g], m_new = fmaxf(m_old, warp_max(s));
+            const float e = lane < cnt ? expf(s - m_new) : 0.0f;
+            sc[g * ATT_TILE + lane] = e;
+            const float sum = warp_sum(e);
+            __syncwarp(); /* every lane has read mrow[g] before lane 0 rewrites it */
+            if (lane == 0) {
+                const float cr = expf(m_old - m_new); /* 0 on the first tile (m_old = -inf) */
+                corr[g] = cr;
+                lrow[g] = lrow[g] * cr + sum;
+                mrow[g] = m_new;
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < G * hd; i += ATT_THREADS) {
+            const int g = i / hd, d = i % hd;
+            const float *pg = sc + g * ATT_TILE;
+            float o = acc[i] * corr[g];
+            for (int p = 0; p < cnt; p++) o = fmaf(pg[p], vs[p * hd + d], o);
+            acc[i] = o;
+        }
+        __syncthreads();
+    }
+
+    if (a.splits == 1) {
+        for (int i = tid; i < G * hd; i += ATT_THREADS) {
+            const float l = lrow[i / hd];
+            a.out[(int64_t)t * a.ldo + (int64_t)hk * G * hd + i] = acc[i] * (l > 0.0f ? 1.0f / l : 0.0f);
+        }
+    } else {
+        for (int i = tid; i < G * hd; i += ATT_THREADS) {
+            const int g = i / hd, d = i % hd, h = hk * G + g;
+            const int64_t part = ((int64_t)t * a.n_head + h) * a.splits + sp;
+            a.part_acc[part * hd + d] = acc[i];
+            if (d == 0) {
+                a.part_ml[part * 2] = mrow[g];
+                a.part_ml[part * 2 + 1] = lrow[g];
+            }
+        }
+    }
+}
+
+/* One block per (token, head): merge the splits' partials. */
+__global__ void attention_combine_kernel(const float *__restrict__ part_acc, const float *__restrict__ part_ml,
+                                         int splits, int n_head, int hd, float *out, int64_t ldo) {
+    const int t = blockIdx.x / n_head, h = blockIdx.x % n_head;
+    const int64_t base = ((int64_t)t * n_head + h) * splits;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, part_ml[(base + s) * 2]);
+    float L = 0.0f;
+    for (int s = 0; s < splits; s++) L += part_ml[(base + s) * 2 + 1] * expf(part_ml[(base + s) * 2] - M);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            const float m = part_ml[(base + s) * 2];
+            if (m == -INFINITY) continue; /* an empty split */
+            o += part_acc[(base + s) * hd + d] * expf(m - M);
+        }
+        out[(int64_t)t * ldo + (int64_t)h * hd + d] = o * inv;
+    }
+}
+
+static int kv_type_index(ob_type t) { return t == OB_TYPE_F32 ? 0 : t == OB_TYPE_F16 ? 1 : t == OB_TYPE_Q8_0 ? 2 : -1; }
+
+int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_tensor *q, const ob_attn_token *toks,
+                      const ob_attn_params *p, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv)
+        return ob_cuda_err(OB_ERR_INTERNAL, "attention: %d heads, %d kv heads", p->n_head, p->n_head_kv);
+    const int kti = kv_type_index(kv->type);
+    if (kti < 0) return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: KV type %s", cuda_type_name(kv->type));
+    if ((int64_t)p->n_head_kv * p->head_dim != kv->kv_dim)
+        return ob_cuda_err(OB_ERR_INTERNAL, "attention: %d kv heads x %d != kv_dim %lld", p->n_head_kv, p->head_dim,
+                           (long long)kv->kv_dim);
+    const int64_t n = q->ne[1];
+    if (n <= 0) return 0;
+    if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: %lld tokens in one call", (long long)n);
+    const int bs = kv->block_size;
+    const int64_t n_blocks = kv->n_slots / bs;
+
+    /* 1. the distinct block tables and how much of each the batch reads */
+    typedef struct {
+        const int32_t *ptr;
+        int32_t need, off;
+    } utab;
+    size_t head_bytes = (size_t)n * (sizeof(attn_tok) + sizeof(utab));
+    uint8_t *tmp;
+    OB_TRY(cuda_host_tmp(c, head_bytes, (void **)&tmp));
+    utab *u = (utab *)(tmp + (size_t)n * sizeof(attn_tok));
+    int nu = 0, last = -1, max_len = 0;
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const ob_attn_token *tk = &toks[i];
+        if (tk->kv_start < 0 || tk->pos < tk->kv_start || (int64_t)tk->pos >= kv->n_slots)
+            return ob_cuda_err(OB_ERR_INTERNAL, "attention: token %lld at position %d, window start %d", (long long)i,
+                               tk->pos, tk->kv_start);
+        int k = last >= 0 && u[last].ptr == tk->block_table ? last : -1;
+        for (int j = 0; k < 0 && j < nu; j++)
+            if (u[j].ptr == tk->block_table) k = j;
+        if (k < 0) {
+            k = nu++;
+            u[k].ptr = tk->block_table;
+            u[k].need = 0;
+        }
+        last = k;
+        if (tk->pos / bs + 1 > u[k].need) u[k].need = tk->pos / bs + 1;
+        if (tk->pos - tk->kv_start + 1 > max_len) max_len = tk->pos - tk->kv_start + 1;
+    }
+    for (int j = 0; j < nu; j++) u[j].off = (int32_t)total, total += u[j].need;
+    /* 2. pack tokens + tables into one buffer (after the scratch `u` lives) */
+    const size_t pack_bytes = (size_t)n * sizeof(attn_tok) + (size_t)total * sizeof(int32_t);
+    uint8_t *tmp2;
+    OB_TRY(cuda_host_tmp(c, head_bytes + pack_bytes, (void **)&tmp2));
+    u = (utab *)(tmp2 + (size_t)n * sizeof(attn_tok)); /* the buffer may have moved */
+    attn_tok *ht = (attn_tok *)(tmp2 + head_bytes);
+    int32_t *htab = (int32_t *)(ht + n);
+    last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int k = last >= 0 && u[last].ptr == toks[i].block_table ? last : -1;
+        for (int j = 0; k < 0 && j < nu; j++)
+            if (u[j].ptr == toks[i].block_table) k = j;
+        last = k;
+        ht[i].table_off = u[k].off;
+        ht[i].pos = toks[i].pos;
+        ht[i].kv_start = toks[i].kv_start;
+        ht[i].pad = 0;
+    }
+    for (int j = 0; j < nu; j++)
+        for (int32_t e = 0; e < u[j].need; e++) {
+            const int32_t blk = u[j].ptr[e];
+            if (blk < 0 || blk >= n_blocks)
+                return ob_cuda_err(OB_ERR_INTERNAL, "attention: block table entry %d is %d (pool of %lld)", e, blk,
+                                   (long long)n_blocks);
+            htab[u[j].off + e] = blk;
+        }
+    const void *dev;
+    OB_TRY(cuda_stage(c, ht, pack_bytes, &dev));
+
+    /* 3. splits, scratch, shared memory */
+    const int G = p->n_head / p->n_head_kv, hd = p->head_dim;
+    const int64_t pairs = n * p->n_head_kv;
+    const int tiles = (max_len + ATT_TILE - 1) / ATT_TILE;
+    int splits = 1;
+    if (pairs < 2 * (int64_t)c->n_sm && tiles > 1) {
+        int64_t want = (2 * (int64_t)c->n_sm + pairs - 1) / pairs, cap = tiles;
+        if (want > cap) want = cap;
+        if (want > ATT_MAX_SPLITS) want = ATT_MAX_SPLITS;
+        splits = (int)(want < 1 ? 1 : want);
+    }
+    attn_args a;
+    a.q = (const float *)q->data;
+    a.ldq = (int64_t)(q->nb[1] / 4);
+    a.out = (float *)out->data;
+    a.ldo = (int64_t)(out->nb[1] / 4);
+    a.kpool = (const uint8_t *)kv->k[il];
+    a.vpool = (const uint8_t *)kv->v[il];
+    a.row_bytes = kv->row_bytes;
+    a.block_size = bs;
+    a.n_head = p->n_head;
+    a.n_head_kv = p->n_head_kv;
+    a.hd = hd;
+    a.scale = p->scale;
+    a.softcap = p->softcap;
+    a.toks = (const attn_tok *)dev;
+    a.tables = (const int32_t *)((const uint8_t *)dev + (size_t)n * sizeof(attn_tok));
+    a.splits = splits;
+    a.part_acc = a.part_ml = NULL;
+    if (splits > 1) {
+        const size_t parts = (size_t)n * (size_t)p->n_head * (size_t)splits;
+        OB_TRY(cuda_scratch(c, &c->attn_scratch, &c->attn_scratch_bytes, parts * ((size_t)hd + 2) * sizeof(float)));
+        a.part_acc = (float *)c->attn_scratch;
+        a.part_ml = a.part_acc + parts * (size_t)hd;
+    }
+    const size_t smem = sizeof(float) * ((size_t)G * hd * 2 + (size_t)ATT_TILE * (hd + 1) + (size_t)ATT_TILE * hd +
+                                         (size_t)G * ATT_TILE + 3 * (size_t)G + ATT_TILE);
+    if (smem > c->smem_optin)
+        return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: %d query heads per KV head of dimension %d need %zu bytes of "
+                           "shared memory (the device has %zu)", G, hd, smem, c->smem_optin);
+    const dim3 grid((unsigned)n, (unsigned)p->n_head_kv, (unsigned)splits);
+    switch (kti) {
+#define OB_ATT_LAUNCH(KT)                                                                                 \
+    if (smem > 48 * 1024 && smem > c->attn_smem_set[kti]) {                                              \
+        OB_CU(cudaFuncSetAttribute(attention_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
+        c->attn_smem_set[kti] = smem;                                                                     \
+    }                                                                                                     \
+    attention_kernel<KT><<<grid, ATT_THREADS, smem, c->stream>>>(a);
+    case 0: OB_ATT_LAUNCH(OB_TYPE_F32) break;
+    case 1: OB_ATT_LAUNCH(OB_TYPE_F16) break;
+    default: OB_ATT_LAUNCH(OB_TYPE_Q8_0) break;
+#undef OB_ATT_LAUNCH
+    }
+    OB_LAUNCHED();
+    if (splits > 1) {
+        const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
+        attention_combine_kernel<<<(unsigned)(n * p->n_head), threads, 0, c->stream>>>(
+            a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo);
+        OB_LAUNCHED();
+    }
+    return 0;
+}
+
+/* ---- kv_write ---- */
+
+template <int KT>
+__global__ void kv_write_kernel(const float *__restrict__ k, int64_t ldk, const float *__restrict__ v, int64_t ldv,
+                                uint8_t *kpool, uint8_t *vpool, size_t row_bytes, const int32_t *__restrict__ slots,
+                                int64_t kv_dim) {
+    const int64_t i = blockIdx.y;
+    const float *src = blockIdx.z == 0 ? k + i * ldk : v + i * ldv;
+    uint8_t *dst = (blockIdx.z == 0 ? kpool : vpool) + (size_t)slots[i] * row_bytes;
+    if (KT == OB_TYPE_Q8_0) {
+        /* one warp per 32-element block */
+        const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP;
+        const int lane = threadIdx.x % OB_WARP;
+        if (blk >= kv_dim / 32) return;
+        const float x = src[blk * 32 + lane];
+        const float amax = warp_max(fabsf(x));
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t *b = dst + blk * 34;
+        b[2 + lane] = (uint8_t)(int8_t)roundf(x * id);
+        if (lane == 0) *(uint16_t *)b = ob_f2h(d);
+    } else {
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < kv_dim; e += (int64_t)gridDim.x * blockDim.x) {
+            if (KT == OB_TYPE_F32) ((float *)dst)[e] = src[e];
+            else ((uint16_t *)dst)[e] = ob_f2h(src[e]);
+        }
+    }
+}
+
+int cuda_op_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_tensor *k, const ob_tensor *v,
+                     const int32_t *slots) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    const int kti = kv_type_index(kv->type);
+    if (kti < 0) return ob_cuda_err(OB_ERR_UNSUPPORTED, "kv_write: KV type %s", cuda_type_name(kv->type));
+    const int64_t n = k->ne[1];
+    if (n <= 0) return 0;
+    if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "kv_write: %lld rows in one call", (long long)n);
+    if (k->ne[0] != kv->kv_dim || v->ne[0] != kv->kv_dim || v->ne[1] != n)
+        return ob_cuda_err(OB_ERR_INTERNAL, "kv_write: rows of %lld / %lld for kv_dim %lld", (long long)k->ne[0],
+                           (long long)v->ne[0], (long long)kv->kv_dim);
+    for (int64_t i = 0; i < n; i++)
+        if (slots[i] < 0 || slots[i] >= kv->n_slots) return ob_cuda_err(OB_ERR_INTERNAL, "kv slot %d", slots[i]);
+    const void *d_slots;
+    OB_TRY(cuda_stage(c, slots, (size_t)n * sizeof(int32_t), &d_slots));
+    const int64_t ldk = (int64_t)(k->nb[1] / 4), ldv = (int64_t)(v->nb[1] / 4);
+    uint8_t *kp = (uint8_t *)kv->k[il], *vp = (uint8_t *)kv->v[il];
+    const int32_t *ds = (const int32_t *)d_slots;
+    if (kti == 2) {
+        const dim3 grid(ob_div_up((size_t)(kv->kv_dim / 32), 8), (unsigned)n, 2);
+        kv_write_kernel<OB_TYPE_Q8_0><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk, (const float *)v->data,
+                                                                   ldv, kp, vp, kv->row_bytes, ds, kv->kv_dim);
+    } else {
+        const dim3 grid(ob_div_up((size_t)kv->kv_dim, 256), (unsigned)n, 2);
+        if (kti == 0)
+            kv_write_kernel<OB_TYPE_F32><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk,
+                                                                      (const float *)v->data, ldv, kp, vp,
+                                                                      kv->row_bytes, ds, kv->kv_dim);
+        else
+            kv_write_kernel<OB_TYPE_F16><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk,
+                                                                      (const float *)v->data, ldv, kp, vp,
+                                                                      kv->row_bytes, ds, kv->kv_dim);
+    }
+    OB_LAUNCHED();
+    return 0;
+}

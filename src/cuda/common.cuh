@@ -1,0 +1,171 @@
+/*
+ * common.cuh - what every file of the CUDA plugin shares: the backend
+ * struct, the check macros that turn a failing CUDA or cuBLAS call into an
+ * OB_ERR_DEVICE status naming the call and line (STYLE section 8), the
+ * staging ring that carries small host arrays (ids, positions, slots, block
+ * tables) to the device, scratch buffers, and warp helpers.
+ *
+ * Portability: plain CUDA C++ that a HIP compiler also takes - no inline
+ * PTX, warp width 32 assumed (RDNA runs wave32). Hopper-only paths, when
+ * they come, live in their own guarded files.
+ *
+ * Ordering: every op enqueues on the backend's one stream and returns
+ * without waiting. The host only waits in download/sync (and, rarely, when
+ * the staging ring or a scratch buffer must grow).
+ */
+#ifndef OB_CUDA_COMMON_CUH
+#define OB_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "onebit.h"
+}
+
+/* Set once by ob_cuda_backend_create; messages go to the host's ob_err. */
+extern const ob_cuda_host *g_ob_host;
+
+/* Record "CUDA: <call> failed at file:line: <reason>" and return OB_ERR_DEVICE. */
+int ob_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
+int ob_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line);
+/* Any other error of the plugin (bad shapes, unsupported types), printf-style. */
+int ob_cuda_err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define OB_CU(call)                                                                 \
+    do {                                                                            \
+        cudaError_t ob_cu_e_ = (call);                                              \
+        if (ob_cu_e_ != cudaSuccess) return ob_cuda_fail(ob_cu_e_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+#define OB_CUBLAS(call)                                                             \
+    do {                                                                            \
+        cublasStatus_t ob_cb_s_ = (call);                                           \
+        if (ob_cb_s_ != CUBLAS_STATUS_SUCCESS) return ob_cublas_fail(ob_cb_s_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+/* Propagate a negative status (as src/core/status.h, which the plugin does not link). */
+#ifndef OB_TRY
+#define OB_TRY(expr)                                  \
+    do {                                              \
+        int ob_try_rc_ = (expr);                      \
+        if (ob_try_rc_ < 0) return ob_try_rc_;        \
+    } while (0)
+#endif
+
+/* After a kernel launch: a bad configuration shows up here, not at the launch. */
+#define OB_LAUNCHED() OB_CU(cudaGetLastError())
+
+typedef struct cuda_stage_entry {
+    size_t off, n;
+} cuda_stage_entry;
+
+typedef struct cuda_backend {
+    ob_backend base;
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    int n_sm;
+    size_t smem_optin;          /* largest dynamic shared memory a block may ask for */
+
+    /* Staging ring: pinned host memory mirrored by device memory of the same
+     * size. Host arrays are copied into the ring at `used` and sent with one
+     * cudaMemcpyAsync; regions are reused only after the stream has drained
+     * (download/sync), so an in-flight copy never sees its source change.
+     * Identical recent arrays (the positions every layer's RoPE asks for, the
+     * same slots or frequency table) are sent once: `cache` remembers them. */
+    uint8_t *stage_h, *stage_d;
+    size_t stage_cap, stage_used;
+    cuda_stage_entry cache[8];
+    int n_cache, cache_next;
+
+    /* Device scratch: dequantized weight rows for cuBLAS, attention partials. */
+    void *gemm_scratch;
+    size_t gemm_scratch_bytes;
+    void *attn_scratch;
+    size_t attn_scratch_bytes;
+    /* Host scratch for building the attention token table. */
+    void *host_tmp;
+    size_t host_tmp_bytes;
+
+    /* Weights this backend copied in (freed with the backend). */
+    void **weights;
+    size_t n_weights, cap_weights;
+
+    int8_t *luts;               /* OB_LUT_BYTES of IQ4_NL / MXFP4 levels (quant.cuh) */
+    /* OB_CUDA_STATS=1: ops enqueued, drains, and seconds the host spent
+     * waiting in drains (little waiting = the host, not the GPU, sets the
+     * pace), printed when the backend is freed. */
+    bool stats;
+    unsigned long long n_ops, n_drains;
+    double wait_s;
+    int mmv_max;                /* batches up to this go through the matrix-vector kernels */
+    size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
+} cuda_backend;
+
+static inline cuda_backend *cuda_of(ob_backend *b) { return (cuda_backend *)b; }
+
+/* Make this thread's current device the backend's (ops may come from any thread). */
+int cuda_enter(cuda_backend *c);
+/* A device copy of n bytes of host memory, valid until the next drain.
+ * An op stages all its arrays in one call: a later call may find the ring
+ * full, drain and start over, overwriting what an earlier call staged. */
+int cuda_stage(cuda_backend *c, const void *host, size_t n, const void **dev);
+/* Wait for the stream, then recycle the staging ring. */
+int cuda_drain(cuda_backend *c);
+/* Grow a device scratch buffer to at least n bytes (drains first when it must move). */
+int cuda_scratch(cuda_backend *c, void **buf, size_t *cap, size_t n);
+/* Grow the host scratch buffer. */
+int cuda_host_tmp(cuda_backend *c, size_t n, void **out);
+
+/* ---- device helpers ---- */
+
+#define OB_WARP 32
+#define OB_FULL_MASK 0xffffffffu
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = OB_WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(OB_FULL_MASK, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = OB_WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(OB_FULL_MASK, v, o));
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024);
+ * every thread gets the result. `red` holds 32 floats of shared memory. */
+static __device__ __forceinline__ float block_sum(float v, float *red) {
+    const int lane = threadIdx.x % OB_WARP, warp = threadIdx.x / OB_WARP, nw = blockDim.x / OB_WARP;
+    v = warp_sum(v);
+    __syncthreads(); /* red may still be read by a previous call */
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+/* Bits to float; host-callable too, so the dequantizers can be checked on a machine without a GPU. */
+static __host__ __device__ __forceinline__ float ob_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+static __host__ __device__ __forceinline__ float ob_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+static __host__ __device__ __forceinline__ float ob_bf2f(uint16_t h) { return ob_u2f((uint32_t)h << 16); }
+static __device__ __forceinline__ uint16_t ob_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+static inline unsigned ob_div_up(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * elementwise.cu - norms, RoPE and the elementwise ops (see
+ * elementwise.cuh). Memory-bound and small next to the matrix products;
+ * each is one launch over the batch.
+ *
+ * Precision notes, against the CPU reference:
+ *   - norms accumulate in float32 (the CPU uses double); the difference is
+ *     rounding of a sum of squares, ~1e-7 relative.
+ *   - RoPE computes the angle with the same float operations in the same
+ *     order as the CPU, without fused multiply-adds (__fmul_rn/__fadd_rn):
+ *     at position 1e5 one rounding of the angle is ~0.008 rad, so a fused
+ *     operation would be visible; sin/cos in double as the CPU does. The
+ *     per-dimension frequencies and YaRN ramp are computed on the host by
+ *     the CPU's formulas and sent as one small table.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "elementwise.cuh"
+
+/* ---- RMSNorm ---- */
+
+/* One warp per group (group <= 1024) or one block of 256 per group. */
+template <bool WARP_PER_GROUP>
+__global__ void rms_norm_kernel(const float *x, int64_t ldx, float *y, int64_t ldy, const float *__restrict__ w,
+                                int64_t group, int64_t groups_per_row, int64_t total, float eps) {
+    __shared__ float red[32];
+    const int64_t gi = WARP_PER_GROUP ? (int64_t)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP
+                                      : (int64_t)blockIdx.x;
+    if (gi >= total) return; /* whole warps (or the whole block) leave together */
+    const int64_t row = gi / groups_per_row, off = (gi % groups_per_row) * group;
+    const float *xr = x + row * ldx + off;
+    float *yr = y + row * ldy + off;
+    const int t = WARP_PER_GROUP ? threadIdx.x % OB_WARP : threadIdx.x;
+    const int nt = WARP_PER_GROUP ? OB_WARP : blockDim.x;
+    float ss = 0.0f;
+    for (int64_t i = t; i < group; i += nt) ss = fmaf(xr[i], xr[i], ss);
+    ss = WARP_PER_GROUP ? warp_sum(ss) : block_sum(ss, red);
+    const float s = 1.0f / sqrtf(ss / (float)group + eps);
+    for (int64_t i = t; i < group; i += nt) yr[i] = w ? (xr[i] * s) * w[i] : xr[i] * s;
+}
+
+int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, float eps, int64_t group, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if (group <= 0 || x->ne[0] % group) return ob_cuda_err(OB_ERR_INTERNAL, "rms_norm: group %lld", (long long)group);
+    if (w && w->type != OB_TYPE_F32) return ob_cuda_err(OB_ERR_UNSUPPORTED, "norm weight '%s' must be f32", w->name);
+    const int64_t gpr = x->ne[0] / group, total = gpr * x->ne[1];
+    if (total <= 0) return 0;
+    const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
+    const float *wd = w ? (const float *)w->data : NULL;
+    if (group <= 1024) {
+        rms_norm_kernel<true><<<ob_div_up((size_t)total, 8), 256, 0, c->stream>>>(
+            (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps);
+    } else {
+        rms_norm_kernel<false><<<(unsigned)total, 256, 0, c->stream>>>((const float *)x->data, ldx, (float *)out->data,
+                                                                        ldy, wd, group, gpr, total, eps);
+    }
+    OB_LAUNCHED();
+    return 0;
+}
+
+/* ---- LayerNorm: one block per row, two passes like the CPU ---- */
+
+__global__ void layer_norm_kernel(const float *x, int64_t ldx, float *y, int64_t ldy, const float *__restrict__ w,
+                                  const float *__restrict__ bias, int64_t d, float eps) {
+    __shared__ float red[32];
+    const float *xr = x + (int64_t)blockIdx.x * ldx;
+    float *yr = y + (int64_t)blockIdx.x * ldy;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += xr[i];
+    const float mean = block_sum(s, red) / (float)d;
+    float v = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v = fmaf(xr[i] - mean, xr[i] - mean, v);
+    const float var = block_sum(v, red) / (float)d;
+    const float sc = 1.0f / sqrtf(var + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float o = (xr[i] - mean) * sc;
+        if (w) o *= w[i];
+        if (bias) o += bias[i];
+        yr[i] = o;
+    }
+}
+
+int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, const ob_tensor *bias, float eps,
+                       ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if ((w && w->type != OB_TYPE_F32) || (bias && bias->type != OB_TYPE_F32))
+        return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: weight and bias must be f32");
+    if (x->ne[1] <= 0) return 0;
+    if (x->ne[1] > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: %lld rows", (long long)x->ne[1]);
+    layer_norm_kernel<<<(unsigned)x->ne[1], 256, 0, c->stream>>>(
+        (const float *)x->data, (int64_t)(x->nb[1] / 4), (float *)out->data, (int64_t)(out->nb[1] / 4),
+        w ? (const float *)w->data : NULL, bias ? (const float *)bias->data : NULL, x->ne[0], eps);
+    OB_LAUNCHED();
+    return 0;
+}
+
+/* ---- RoPE ---- */
+
+/* tab[0..half) = inverse frequency of pair i (freq_factors applied),
+ * tab[half..2 half) = YaRN ramp of pair i (0 without YaRN). */
+__global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int half, bool neox,
+                            const int32_t *__restrict__ pos, const float *__restrict__ tab, float freq_scale,
+                            float mscale, bool ext) {
+    float *row = x + (int64_t)blockIdx.y * ldx;
+    const float p = (float)pos[blockIdx.y];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < half; i += gridDim.x * blockDim.x) {
+        const float theta_extrap = __fmul_rn(p, tab[i]);
+        float theta = __fmul_rn(theta_extrap, freq_scale);
+        if (ext) {
+            const float ramp = tab[half + i];
+            theta = __fadd_rn(__fmul_rn(theta, 1.0f - ramp), __fmul_rn(theta_extrap, ramp));
+        }
+        const float cs = __fmul_rn((float)cos((double)theta), mscale);
+        const float sn = __fmul_rn((float)sin((double)theta), mscale);
+        const int a = neox ? i : 2 * i, bb = neox ? i + half : 2 * i + 1;
+        for (int h = 0; h < n_head; h++) {
+            float *v = row + (int64_t)h * head_dim;
+            const float x0 = v[a], x1 = v[bb];
+            v[a] = x0 * cs - x1 * sn;
+            v[bb] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+/* As cpu_backend.c's yarn_corr_dim. */
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const int32_t *pos, const ob_rope_params *p) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if (p->n_rot > head_dim || p->n_rot % 2 || p->n_rot <= 0)
+        return ob_cuda_err(OB_ERR_INTERNAL, "rope: n_rot %d, head_dim %d", p->n_rot, head_dim);
+    const int64_t n = x->ne[1];
+    if (n <= 0) return 0;
+    if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "rope: %lld rows in one call", (long long)n);
+    const int half = p->n_rot / 2;
+    /* one staged array: [inv_freq | ramp] per pair, then the positions (two
+     * separate stagings could be split by a ring wrap between them) */
+    float *tab;
+    const size_t tab_bytes = (size_t)half * 2 * sizeof(float);
+    OB_TRY(cuda_host_tmp(c, tab_bytes + (size_t)n * sizeof(int32_t), (void **)&tab));
+    float corr_lo = 0, corr_hi = 0, mscale = p->attn_factor;
+    const bool ext = p->ext_factor != 0.0f;
+    if (ext) {
+        float lo = floorf(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_fast, p->freq_base));
+        float hi = ceilf(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_slow, p->freq_base));
+        corr_lo = fmaxf(0.0f, lo);
+        corr_hi = fminf((float)p->n_rot - 1.0f, hi);
+        mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+    }
+    for (int i = 0; i < half; i++) {
+        float inv_freq = 1.0f / powf(p->freq_base, (float)(2 * i) / (float)p->n_rot);
+        if (p->freq_factors) inv_freq /= p->freq_factors[i];
+        tab[i] = inv_freq;
+        float ramp = 0.0f;
+        if (ext) {
+            float y = ((float)i - corr_lo) / fmaxf(0.001f, corr_hi - corr_lo);
+            ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * p->ext_factor;
+        }
+        tab[half + i] = ramp;
+    }
+    memcpy((char *)tab + tab_bytes, pos, (size_t)n * sizeof(int32_t));
+    const void *d_tab;
+    OB_TRY(cuda_stage(c, tab, tab_bytes + (size_t)n * sizeof(int32_t), &d_tab));
+    const void *d_pos = (const char *)d_tab + tab_bytes;
+    const int threads = half < 128 ? ((half + 31) / 32) * 32 : 128;
+    dim3 grid(ob_div_up((size_t)half, (size_t)threads), (unsigned)n);
+    rope_kernel<<<grid, threads, 0, c->stream>>>((float *)x->data, (int64_t)(x->nb[1] / 4), n_head, head_dim, half,
+                                                 p->mode == OB_ROPE_NEOX, (const int32_t *)d_pos,
+                                                 (const float *)d_tab, p->freq_scale, mscale, ext);
+    OB_LAUNCHED();
+    return 0;
+}
+
+/* ---- activations, add, scale ---- */
+
+static __device__ __forceinline__ float act_f(int act, float x) {
+    switch (act) {
+    case OB_ACT_SILU: return x / (1.0f + expf(-x));
+    case OB_ACT_GELU: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
+    }
+    return x;
+}
+
+static unsigned ew_grid(int64_t total, const cuda_backend *c) {
+    int64_t g = (total + 255) / 256, cap = (int64_t)c->n_sm * 16;
+    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+__global__ void glu_kernel(int act, const float *g, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
+                           int64_t d, int64_t total) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / d, k = i % d;
+        const float a = act_f(act, g[r * ldg + k]);
+        y[r * ldy + k] = u ? a * u[r * ldu + k] : a;
+    }
+}
+
+int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    const int64_t d = gate->ne[0], total = d * gate->ne[1];
+    if (total <= 0) return 0;
+    glu_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>(
+        (int)act, (const float *)gate->data, (int64_t)(gate->nb[1] / 4), up ? (const float *)up->data : NULL,
+        up ? (int64_t)(up->nb[1] / 4) : 0, (float *)out->data, (int64_t)(out->nb[1] / 4), d, total);
+    OB_LAUNCHED();
+    return 0;
+}
+
+__global__ void add_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *y, int64_t ldy, int64_t d,
+                           int64_t total) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / d, k = i % d;
+        y[r * ldy + k] = a[r * lda + k] + b[r * ldb + k];
+    }
+}
+
+int cuda_op_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if (bb->ne[0] != a->ne[0] || (bb->ne[1] != a->ne[1] && bb->ne[1] != 1))
+        return ob_cuda_err(OB_ERR_INTERNAL, "add: shapes differ");
+    const int64_t d = a->ne[0], total = d * a->ne[1];
+    if (total <= 0) return 0;
+    const int64_t ldb = bb->ne[1] == 1 && a->ne[1] != 1 ? 0 : (int64_t)(bb->nb[1] / 4); /* broadcast row */
+    add_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>((const float *)a->data, (int64_t)(a->nb[1] / 4),
+                                                         (const float *)bb->data, ldb, (float *)out->data,
+                                                         (int64_t)(out->nb[1] / 4), d, total);
+    OB_LAUNCHED();
+    return 0;
+}
+
+__global__ void scale_kernel(const float *x, int64_t ldx, float s, float *y, int64_t ldy, int64_t d, int64_t total) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / d, k = i % d;
+        y[r * ldy + k] = x[r * ldx + k] * s;
+    }
+}
+
+int cuda_op_scale(ob_backend *b, const ob_tensor *x, float s, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    const int64_t d = x->ne[0], total = d * x->ne[1];
+    if (total <= 0) return 0;
+    scale_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>((const float *)x->data, (int64_t)(x->nb[1] / 4), s,
+                                                           (float *)out->data, (int64_t)(out->nb[1] / 4), d, total);
+    OB_LAUNCHED();
+    return 0;
+}
+
+/* ---- gather ---- */
+
+__global__ void gather_kernel(const float *x, int64_t ldx, const int32_t *__restrict__ idx, float *y, int64_t ldy,
+                              int64_t d) {
+    const float *src = x + (int64_t)idx[blockIdx.y] * ldx;
+    float *dst = y + (int64_t)blockIdx.y * ldy;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < d; k += (int64_t)gridDim.x * blockDim.x)
+        dst[k] = src[k];
+}
+
+int cuda_op_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx, int64_t n, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    if (n <= 0) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= x->ne[1]) return ob_cuda_err(OB_ERR_INTERNAL, "gather row %d", idx[i]);
+    if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "gather_rows: %lld rows in one call", (long long)n);
+    const void *d_idx;
+    OB_TRY(cuda_stage(c, idx, (size_t)n * sizeof(int32_t), &d_idx));
+    const int64_t d = x->ne[0];
+    dim3 grid(ob_div_up((size_t)d, 256), (unsigned)n);
+    gather_kernel<<<grid, 256, 0, c->stream>>>((const float *)x->data, (int64_t)(x->nb[1] / 4),
+                                               (const int32_t *)d_idx, (float *)out->data, (int64_t)(out->nb[1] / 4),
+                                               d);
+    OB_LAUNCHED();
+    return 0;
+}

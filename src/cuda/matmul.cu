@@ -1,0 +1,239 @@
+/*
+ * matmul.cu - the matrix family's ops: get_rows (embedding lookup of any
+ * weight type) and matmul (W^T x + bias), with the choice between the
+ * decode kernel (mmv.cuh) and dequantize-then-cuBLAS for larger batches.
+ * See matmul.cuh for why each path looks the way it does.
+ */
+#include "matmul.cuh"
+#include "quant.cuh"
+
+/* Rows dequantized per cuBLAS call are capped so the float scratch stays at
+ * 256 MiB (a 128k-vocabulary output matrix goes through in a few slices). */
+#define GEMM_SCRATCH_FLOATS ((size_t)64 << 20)
+
+/* ---- element access for float rows whose length is not a multiple of 8 ---- */
+
+static __device__ __forceinline__ float float_elem(int type, const uint8_t *row, int64_t k) {
+    switch (type) {
+    case OB_TYPE_F16: return ob_h2f(((const uint16_t *)row)[k]);
+    case OB_TYPE_BF16: return ob_bf2f(((const uint16_t *)row)[k]);
+    default: return ((const float *)row)[k];
+    }
+}
+
+/* ---- get_rows ---- */
+
+template <int T>
+__global__ void get_rows_kernel(const uint8_t *__restrict__ table, size_t nb1, int64_t nch,
+                                const int32_t *__restrict__ ids, float *__restrict__ out, int64_t ldo,
+                                const int8_t *__restrict__ lut) {
+    const int64_t i = blockIdx.y;
+    const uint8_t *row = table + (size_t)ids[i] * nb1;
+    for (int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < nch; ch += (int64_t)gridDim.x * blockDim.x) {
+        float v[8];
+        deq_chunk<T>(row, ch, v, lut);
+        float *o = out + i * ldo + ch * 8;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = v[k];
+    }
+}
+
+__global__ void get_rows_float_kernel(int type, const uint8_t *__restrict__ table, size_t nb1, int64_t ne0,
+                                      const int32_t *__restrict__ ids, float *__restrict__ out, int64_t ldo) {
+    const int64_t i = blockIdx.y;
+    const uint8_t *row = table + (size_t)ids[i] * nb1;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < ne0; k += (int64_t)gridDim.x * blockDim.x)
+        out[i * ldo + k] = float_elem(type, row, k);
+}
+
+static bool is_float_type(int t) { return t == OB_TYPE_F32 || t == OB_TYPE_F16 || t == OB_TYPE_BF16; }
+
+static int check_type(const ob_tensor *t) {
+    if (!cuda_type_supported((int)t->type))
+        return ob_cuda_err(OB_ERR_UNSUPPORTED, "tensor '%s': type %s is not supported by the CUDA backend",
+                           t->name ? t->name : "?", cuda_type_name(t->type));
+    return 0;
+}
+
+int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    OB_TRY(check_type(table));
+    if (n <= 0) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= table->ne[1])
+            return ob_cuda_err(OB_ERR_RANGE, "token id %d is outside the vocabulary of %lld", ids[i],
+                               (long long)table->ne[1]);
+    if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "get_rows: %lld rows in one call", (long long)n);
+    const void *d_ids;
+    OB_TRY(cuda_stage(c, ids, (size_t)n * sizeof(int32_t), &d_ids));
+    const int64_t ne0 = table->ne[0], ldo = (int64_t)(out->nb[1] / sizeof(float));
+    const uint8_t *tab = (const uint8_t *)table->data;
+    float *o = (float *)out->data;
+    const int threads = 256;
+    if (ne0 % 8 != 0) {
+        if (!is_float_type((int)table->type)) return ob_cuda_err(OB_ERR_INTERNAL, "get_rows: row of %lld", (long long)ne0);
+        dim3 grid(ob_div_up((size_t)ne0, threads), (unsigned)n);
+        get_rows_float_kernel<<<grid, threads, 0, c->stream>>>((int)table->type, tab, table->nb[1], ne0,
+                                                                (const int32_t *)d_ids, o, ldo);
+        OB_LAUNCHED();
+        return 0;
+    }
+    const int64_t nch = ne0 / 8;
+    dim3 grid(ob_div_up((size_t)nch, threads), (unsigned)n);
+    switch ((int)table->type) {
+#define OB_CASE(T)                                                                                          \
+    case T:                                                                                                 \
+        get_rows_kernel<T><<<grid, threads, 0, c->stream>>>(tab, table->nb[1], nch, (const int32_t *)d_ids, o, \
+                                                            ldo, c->luts);                                  \
+        break;
+        OB_CUDA_FOR_EACH_TYPE(OB_CASE)
+#undef OB_CASE
+    default: return ob_cuda_err(OB_ERR_INTERNAL, "get_rows: type %d", (int)table->type);
+    }
+    OB_LAUNCHED();
+    return 0;
+}
+
+/* ---- dequantize rows to float32 (for cuBLAS) ---- */
+
+template <int T>
+__global__ void dequant_kernel(const uint8_t *__restrict__ w, size_t nb1, int64_t nch, int64_t rows,
+                               float *__restrict__ dst, const int8_t *__restrict__ lut) {
+    const int64_t total = rows * nch;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / nch, ch = i % nch;
+        float v[8];
+        deq_chunk<T>(w + (size_t)r * nb1, ch, v, lut);
+        float4 *o = (float4 *)(dst + r * nch * 8 + ch * 8);
+        o[0] = make_float4(v[0], v[1], v[2], v[3]);
+        o[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+}
+
+__global__ void dequant_float_kernel(int type, const uint8_t *__restrict__ w, size_t nb1, int64_t ne0, int64_t rows,
+                                     float *__restrict__ dst) {
+    const int64_t total = rows * ne0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = float_elem(type, w + (size_t)(i / ne0) * nb1, i % ne0);
+}
+
+static unsigned grid_for(int64_t work, int threads, const cuda_backend *c) {
+    int64_t g = (work + threads - 1) / threads, cap = (int64_t)c->n_sm * 32;
+    return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+static int dequant_rows(cuda_backend *c, const ob_tensor *w, int64_t r0, int64_t rows, float *dst) {
+    const int64_t ne0 = w->ne[0];
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)r0 * w->nb[1];
+    const int threads = 256;
+    if (ne0 % 8 != 0) {
+        dequant_float_kernel<<<grid_for(rows * ne0, threads, c), threads, 0, c->stream>>>((int)w->type, src, w->nb[1],
+                                                                                         ne0, rows, dst);
+        OB_LAUNCHED();
+        return 0;
+    }
+    const int64_t nch = ne0 / 8;
+    const unsigned grid = grid_for(rows * nch, threads, c);
+    switch ((int)w->type) {
+#define OB_CASE(T)                                                                                       \
+    case T: dequant_kernel<T><<<grid, threads, 0, c->stream>>>(src, w->nb[1], nch, rows, dst, c->luts); break;
+        OB_CUDA_FOR_EACH_TYPE(OB_CASE)
+#undef OB_CASE
+    default: return ob_cuda_err(OB_ERR_INTERNAL, "dequant: type %d", (int)w->type);
+    }
+    OB_LAUNCHED();
+    return 0;
+}
+
+__global__ void add_bias_kernel(float *__restrict__ out, int64_t ldo, int64_t nout, int64_t n,
+                                const float *__restrict__ bias) {
+    const int64_t total = n * nout;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        out[(i / nout) * ldo + i % nout] += bias[i % nout];
+}
+
+/* out[n][nout] = x[n][nin] * W^T through cuBLAS: column-major, W is an
+ * nin x nout matrix (lda = its row length), so C = op(A)^T B with A = W. */
+static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias,
+                       ob_tensor *out) {
+    const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
+    const int64_t ldb = (int64_t)(x->nb[1] / sizeof(float)), ldc = (int64_t)(out->nb[1] / sizeof(float));
+    if (nin > INT32_MAX || nout > INT32_MAX || n > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul '%s': too large for one cuBLAS call", w->name ? w->name : "?");
+    const float one = 1.0f, zero = 0.0f;
+    if (w->type == OB_TYPE_F32 && w->nb[1] % sizeof(float) == 0) {
+        /* F32 weights: plain FP32 (no TF32), the most exact path */
+        OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
+                               CUDA_R_32F, (int)(w->nb[1] / sizeof(float)), x->data, CUDA_R_32F, (int)ldb, &zero,
+                               out->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        int64_t rpc = (int64_t)(GEMM_SCRATCH_FLOATS / (size_t)nin);
+        if (rpc < 1) rpc = 1;
+        if (rpc > nout) rpc = nout;
+        OB_TRY(cuda_scratch(c, &c->gemm_scratch, &c->gemm_scratch_bytes, (size_t)rpc * (size_t)nin * sizeof(float)));
+        float *scr = (float *)c->gemm_scratch;
+        for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
+            const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
+            OB_TRY(dequant_rows(c, w, r0, rows, scr));
+            OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
+                                   CUDA_R_32F, (int)nin, x->data, CUDA_R_32F, (int)ldb, &zero,
+                                   (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                   CUBLAS_GEMM_DEFAULT));
+        }
+    }
+    if (bias) {
+        add_bias_kernel<<<grid_for(n * nout, 256, c), 256, 0, c->stream>>>((float *)out->data, ldc, nout, n,
+                                                                           (const float *)bias->data);
+        OB_LAUNCHED();
+    }
+    return 0;
+}
+
+static int mmv_dispatch(cuda_backend *c, int type, const mmv_args *a) {
+    switch (type) {
+#define OB_CASE(T) \
+    case T: return mmv_launch<T>(c, a);
+        OB_CUDA_FOR_EACH_TYPE(OB_CASE)
+#undef OB_CASE
+    default: return ob_cuda_err(OB_ERR_INTERNAL, "mmv: type %d", type);
+    }
+}
+
+int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    OB_TRY(check_type(w));
+    if (x->type != OB_TYPE_F32 || out->type != OB_TYPE_F32 || x->ne[0] != w->ne[0] || out->ne[0] != w->ne[1] ||
+        out->ne[1] != x->ne[1])
+        return ob_cuda_err(OB_ERR_INTERNAL, "matmul '%s': shapes [%lld,%lld] x [%lld,%lld] -> [%lld,%lld]",
+                           w->name ? w->name : "?", (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[0],
+                           (long long)x->ne[1], (long long)out->ne[0], (long long)out->ne[1]);
+    if (bias && (bias->type != OB_TYPE_F32 || bias->ne[0] != w->ne[1]))
+        return ob_cuda_err(OB_ERR_INTERNAL, "matmul '%s': bias must be f32 [%lld]", w->name ? w->name : "?",
+                           (long long)w->ne[1]);
+    const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
+    if (n <= 0 || nout <= 0) return 0;
+    if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
+    /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
+    const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;
+    const bool use_mmv = nin % 8 == 0 && aligned && n <= c->mmv_max && !(w->type == OB_TYPE_F32 && n > 8);
+    if (!use_mmv) return matmul_gemm(c, w, x, bias, out);
+    const int64_t ldx = (int64_t)(x->nb[1] / sizeof(float)), ldo = (int64_t)(out->nb[1] / sizeof(float));
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+        mmv_args a;
+        a.w = (const uint8_t *)w->data;
+        a.nb1 = w->nb[1];
+        a.nch = nin / 8;
+        a.nout = (int)nout;
+        a.x = (const float *)x->data + t0 * ldx;
+        a.ldx = ldx;
+        a.bias = bias ? (const float *)bias->data : NULL;
+        a.out = (float *)out->data + t0 * ldo;
+        a.ldo = ldo;
+        a.n = (int)(n - t0 < 8 ? n - t0 : 8);
+        a.lut = c->luts;
+        OB_TRY(mmv_dispatch(c, (int)w->type, &a));
+    }
+    return 0;
+}

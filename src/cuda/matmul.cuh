@@ -1,0 +1,52 @@
+/*
+ * matmul.cuh - the matrix family: weight-times-activation products of any
+ * weight type, embedding lookup, and the decode matrix-vector kernel.
+ *
+ * Two paths (matmul.cu picks one per call):
+ *
+ *   small batches (n <= cuda_backend.mmv_max, default 64): mmv_kernel
+ *   (mmv.cuh), one launch per group of up to 8 tokens. Each warp (or 2 or
+ *   4 warps) owns a weight row and streams it in tiles of whole blocks with
+ *   coalesced 16-byte loads into shared memory, the next tile in flight
+ *   while the lanes dequantize 8-element chunks of the current one; every
+ *   weight byte is read once per group of 8 tokens. Activations are read as
+ *   float4 through the read-only cache (at most 8 rows, they stay in L1/L2;
+ *   the weight stream is what costs). Accumulation is float32 FMA, so
+ *   results match the CPU's float dot products to rounding.
+ *
+ *   larger batches: the weight rows are dequantized to float32 in a scratch
+ *   buffer (a slice of rows at a time, at most 256 MiB) and multiplied by
+ *   cuBLAS (TF32 tensor cores for quantized/F16/BF16 weights, plain FP32 for
+ *   F32 weights). Prefill tuning (tensor-core kernels on the quantized
+ *   blocks, no scratch round trip) comes later.
+ */
+#ifndef OB_CUDA_MATMUL_CUH
+#define OB_CUDA_MATMUL_CUH
+
+#include "common.cuh"
+
+/* Bytes allocated past the end of every weight: the decode kernel's 16-byte
+ * tile loads may read (never use) up to 15 bytes beyond the last row. */
+#define OB_WEIGHT_PAD 64
+
+typedef struct mmv_args {
+    const uint8_t *w;   /* weight rows */
+    size_t nb1;         /* bytes per weight row */
+    int64_t nch;        /* chunks of 8 per row (nin / 8) */
+    int nout;           /* rows */
+    const float *x;     /* [n][ldx] activations, 16-byte aligned rows */
+    int64_t ldx;
+    const float *bias;  /* [nout] or NULL */
+    float *out;         /* [n][ldo] */
+    int64_t ldo;
+    int n;              /* tokens, 1..8 */
+    const int8_t *lut;
+} mmv_args;
+
+/* The decode kernel for weight type T (instantiated in mmv_*.cu). */
+template <int T> int mmv_launch(cuda_backend *c, const mmv_args *a);
+
+int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
+int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * server.c - the server's lifetime: bind the socket ourselves (so errors are
+ * clear and port 0 works), hand it to libmicrohttpd in thread-per-connection
+ * mode, load the model and start the engine on a background thread, and
+ * shut everything down in an order that never leaves a thread waiting on
+ * something already freed:
+ *
+ *   stopping = 1          every handler and stream notices within ~50 ms,
+ *                         cancels its engine requests and returns
+ *   MHD_stop_daemon       closes the listening socket and joins every
+ *                         connection thread
+ *   join the loader       (a load in progress finishes first)
+ *   free engine, model
+ *
+ * Thread-per-connection keeps each handler a plain blocking loop (wait for
+ * an event, write a chunk) and scales to the hundreds of concurrent streams
+ * a single-box server sees; the model never runs on these threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "internal.h"
+
+void ob_server_default_params(ob_server_params *p) {
+    memset(p, 0, sizeof *p);
+    p->host = "127.0.0.1";
+    p->port = 8080;
+    p->device = "auto";
+    p->engine = ob_engine_default_params();
+    p->engine.n_parallel = 4;
+    p->engine.queue_max = 128;
+    p->max_body = (size_t)8 << 20;
+    p->timeout_s = 600;
+    ob_srv_defaults_init(&p->defaults);
+}
+
+/* ---------------- randomness for ids and seeds ---------------- */
+
+uint64_t ob_srv_random_u64(void) {
+    uint64_t x;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x) return x;
+    /* no entropy yet (early boot): time and a counter still differ per call */
+    static atomic_ullong counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    return x;
+}
+
+void ob_srv_random_id(const char *prefix, char *out, size_t size) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    size_t n = (size_t)snprintf(out, size, "%s", prefix);
+    uint64_t bits = 0;
+    for (int i = 0; i < 24 && n + 1 < size; i++) {
+        if (i % 8 == 0) bits = ob_srv_random_u64();
+        out[n++] = alphabet[bits % 62];
+        bits /= 62;
+    }
+    out[n < size ? n : size - 1] = '\0';
+}
+
+/* ---------------- model names ---------------- */
+
+static bool name_in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        p = comma ? comma + 1 : NULL;
+    }
+    return false;
+}
+
+/* Accepted: the id we report, every alias, the file's name with or without
+ * ".gguf", the path as given, and the model's general.name. */
+bool ob_srv_model_name_ok(const ob_server *s, const char *name) {
+    if (s->any_model || !name || !*name) return true;
+    if (!strcmp(name, s->model_id) || !strcmp(name, s->model_path)) return true;
+    if (s->alias && name_in_list(s->alias, name)) return true;
+    const char *base = strrchr(s->model_path, '/');
+    base = base ? base + 1 : s->model_path;
+    size_t bl = strlen(base);
+    if (!strcmp(name, base)) return true;
+    if (bl > 5 && !strcmp(base + bl - 5, ".gguf") && strlen(name) == bl - 5 && !strncmp(name, base, bl - 5)) return true;
+    if (s->model && !strcmp(name, ob_model_name(s->model))) return true;
+    return false;
+}
+
+/* ---------------- loading ---------------- */
+
+static void *loader_main(void *arg) {
+    ob_server *s = arg;
+    if (s->before_load) s->before_load(s->before_load_user);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = s->device;
+    ob_model *m = NULL;
+    ob_engine *e = NULL;
+    int rc = ob_model_load(s->model_path, &mp, &m);
+    if (rc == 0) {
+        ob_engine_params ep = s->engine_params;
+        /* llama-server's -c is the KV cache size shared by all slots (its
+         * unified KV); each request may still use all of it. The engine's
+         * n_ctx is per sequence, so give it -c and a pool of -c tokens. */
+        int32_t n_ctx = ep.n_ctx > 0 ? ep.n_ctx : ob_model_n_ctx_train(m);
+        if (ep.n_ctx <= 0 && n_ctx > 4096) n_ctx = 4096;
+        if (n_ctx <= 0) n_ctx = 4096;
+        ep.n_ctx = n_ctx;
+        int32_t bs = ep.kv_block_size > 0 ? ep.kv_block_size : 32;
+        if (ep.kv_blocks <= 0) ep.kv_blocks = (n_ctx + bs - 1) / bs + ep.n_parallel;
+        rc = ob_engine_create(m, &ep, &e);
+        if (rc == 0) s->n_ctx = ob_engine_get_params(e)->n_ctx;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (rc == 0) {
+        s->model = m;
+        s->engine = e;
+        s->n_vocab = ob_model_n_vocab(m);
+        atomic_store(&s->state, SRV_READY);
+        OB_LOGI("serve: model ready: %s (context %d, %d slots)", s->model_id, s->n_ctx, s->engine_params.n_parallel);
+    } else {
+        snprintf(s->load_error, sizeof s->load_error, "%s", ob_last_error());
+        ob_model_free(m);
+        atomic_store(&s->state, SRV_FAILED);
+        OB_LOGE("serve: cannot load the model: %s", s->load_error);
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int ob_server_wait_ready(ob_server *s, int timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->lock);
+    while (atomic_load(&s->state) == SRV_LOADING && timeout_ms != 0) {
+        if (timeout_ms < 0) pthread_cond_wait(&s->cond, &s->lock);
+        else if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT) break;
+    }
+    int st = atomic_load(&s->state);
+    int rc = st == SRV_READY ? 0 : st == SRV_LOADING ? 1 : ob_err(OB_ERR_IO, "%s", s->load_error);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* ---------------- binding ---------------- */
+
+static int bind_socket(const char *host, int port, int *fd_out, int *port_out) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    int gai = getaddrinfo(host, port_s, &hints, &res);
+    if (gai != 0) return ob_err(OB_ERR_INVALID_ARG, "cannot resolve host '%s': %s", host, gai_strerror(gai));
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return ob_err(OB_ERR_IO, "cannot listen on %s:%d: %s", host, port, strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(fd);
+        return ob_err(OB_ERR_IO, "getsockname: %s", strerror(errno));
+    }
+    *port_out = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    *fd_out = fd;
+    return 0;
+}
+
+/* ---------------- start / stop ---------------- */
+
+/* http.c */
+enum MHD_Result ob_srv_on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls);
+void ob_srv_on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe);
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
+    OB_LOGD("http: %s", msg);
+}
+
+static char *dup_or_null(const char *s) { return s ? ob_strdup(s) : NULL; }
+
+int ob_server_start(const ob_server_params *p, ob_server **out) {
+    *out = NULL;
+    if (!p->model_path || !*p->model_path) return ob_err(OB_ERR_INVALID_ARG, "no model (-m MODEL.gguf)");
+    if (access(p->model_path, R_OK) != 0)
+        return ob_err(OB_ERR_IO, "cannot read the model '%s': %s", p->model_path, strerror(errno));
+    ob_server *s = ob_calloc(1, sizeof *s);
+    if (!s) return ob_err(OB_ERR_OOM, "server");
+    s->listen_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->model_path = ob_strdup(p->model_path);
+    s->host = ob_strdup(p->host ? p->host : "127.0.0.1");
+    s->alias = p->alias && *p->alias ? ob_strdup(p->alias) : NULL;
+    s->chat_template = dup_or_null(p->chat_template);
+    s->device = ob_strdup(p->device ? p->device : "auto");
+    s->any_model = p->any_model;
+    s->quiet = p->quiet;
+    s->max_body = p->max_body ? p->max_body : (size_t)8 << 20;
+    s->timeout_s = p->timeout_s > 0 ? p->timeout_s : 600;
+    s->engine_params = p->engine;
+    if (s->engine_params.n_parallel <= 0) s->engine_params.n_parallel = 1;
+    s->defaults = p->defaults;
+    s->before_load = p->before_load;
+    s->before_load_user = p->before_load_user;
+    s->t_start = time(NULL);
+    int rc = s->model_path && s->host && s->device ? 0 : ob_err(OB_ERR_OOM, "server");
+    if (rc == 0 && p->n_api_keys > 0) {
+        s->api_keys = ob_calloc((size_t)p->n_api_keys, sizeof(char *));
+        if (!s->api_keys) rc = ob_err(OB_ERR_OOM, "server");
+        for (int i = 0; rc == 0 && i < p->n_api_keys; i++) {
+            if (!(s->api_keys[i] = ob_strdup(p->api_keys[i]))) rc = ob_err(OB_ERR_OOM, "server");
+            s->n_api_keys = i + 1;
+        }
+    }
+    /* the id clients see: the alias's first name, else the file's name */
+    if (rc == 0) {
+        if (s->alias) {
+            const char *comma = strchr(s->alias, ',');
+            int n = comma ? (int)(comma - s->alias) : (int)strlen(s->alias);
+            snprintf(s->model_id, sizeof s->model_id, "%.*s", n, s->alias);
+        } else {
+            const char *base = strrchr(s->model_path, '/');
+            snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : s->model_path);
+        }
+    }
+    if (rc == 0) rc = bind_socket(s->host, p->port, &s->listen_fd, &s->port);
+    if (rc == 0) {
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                         MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, ob_srv_on_request, s,
+                                  MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                                  MHD_OPTION_NOTIFY_COMPLETED, ob_srv_on_completed, s,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->timeout_s,
+                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
+                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                                  MHD_OPTION_END);
+        if (!s->mhd) rc = ob_err(OB_ERR_IO, "cannot start the HTTP server on %s:%d", s->host, s->port);
+        else s->listen_fd = -1; /* owned by libmicrohttpd now */
+    }
+    if (rc == 0) {
+        if (pthread_create(&s->loader, NULL, loader_main, s) != 0) rc = ob_err(OB_ERR_INTERNAL, "cannot start the loader thread");
+        else s->loader_started = true;
+    }
+    if (rc < 0) {
+        ob_server_stop(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int ob_server_port(const ob_server *s) { return s->port; }
+
+void ob_server_stop(ob_server *s) {
+    if (!s) return;
+    atomic_store(&s->stopping, 1);
+    if (s->mhd) MHD_stop_daemon(s->mhd); /* joins every connection thread */
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->loader_started) pthread_join(s->loader, NULL);
+    ob_engine_free(s->engine); /* requests still queued end cancelled */
+    ob_model_free(s->model);
+    for (int i = 0; i < s->n_api_keys; i++) ob_free(s->api_keys[i]);
+    ob_free(s->api_keys);
+    ob_free(s->model_path);
+    ob_free(s->host);
+    ob_free(s->alias);
+    ob_free(s->chat_template);
+    ob_free(s->device);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    ob_free(s);
+}

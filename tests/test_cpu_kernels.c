@@ -1,0 +1,462 @@
+/*
+ * test_cpu_kernels.c - every CPU kernel of every tier this machine has,
+ * against the scalar reference, on random data.
+ *
+ * Three levels, each with its own tolerance and its reason:
+ *
+ *  1. Activation quantizers and conversions (Q8 blocks, Q8_K super-blocks,
+ *     BF16, F16): every tier must give the scalar reference's bytes exactly.
+ *     The formats are ours (kernels.h) and defined so SIMD can match them
+ *     (round to nearest even; the scale computed the same way).
+ *
+ *  2. Matmul kernels, native (`dot`) and packed (`pack` + `gemm`), for every
+ *     weight type: against a double-precision sum of dequantized weights
+ *     (the quant module's reference to_float) times the dequantized
+ *     activations the kernel was given. Both sides use the same quantized
+ *     numbers, so the only difference is float rounding: the kernels sum
+ *     exact int32 block products and round once per block (or super-block)
+ *     into float32 accumulators. Over at most n/32 = 64 such additions the
+ *     relative error of an output is about 64 * 2^-24 at worst, so NMSE (sum
+ *     of squared errors over sum of squared references, as ggml's
+ *     test-backend-ops) < 1e-10 leaves a 100x margin on that worst case,
+ *     while a wrong scale, offset or element order costs NMSE ~ 1e-2..1.
+ *     Token counts 1..13 cover the kernels' 8/4/2/1 token groups.
+ *
+ *  3. The backend's matmul op (activation conversion, panel packing at
+ *     `weight`, chunking, bias) against F32 math on the dequantized weights.
+ *     Here activation quantization is part of the result, so the bound is
+ *     per activation format: Q8 blocks of 32 have an rms rounding error of
+ *     (amax/127)/sqrt(12), about 2.3e-5 of the signal variance for Gaussian
+ *     blocks (amax ~ 2.1 sigma), Q8_K blocks of 256 about 4e-5 (amax ~ 2.8
+ *     sigma); the bound 1e-3 leaves 25x for heavy tails. BF16 activations
+ *     round to 2^-9 relative (~1e-6 NMSE; bound 1e-4); F32 activations only
+ *     see summation order (bound 1e-9).
+ *
+ * Attention helpers and exp compare with the scalar loops at float
+ * rounding (relative 1e-5; exp's polynomial is within 2e-7).
+ */
+#include "backend/backend.h"
+#include "core/cpu.h"
+#include "core/mem.h"
+#include "cpu/kernels.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static const ob_type MM_TYPES[] = {
+    OB_TYPE_F32,  OB_TYPE_F16,  OB_TYPE_BF16, OB_TYPE_Q4_0, OB_TYPE_Q4_1,   OB_TYPE_Q5_0,   OB_TYPE_Q5_1,
+    OB_TYPE_Q8_0, OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K,   OB_TYPE_Q6_K,   OB_TYPE_IQ4_NL,
+    OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, OB_TYPE_MXFP4,
+};
+
+static const char *tier_name(ob_cpu_tier t) { return ob_cpu_tier_name(t); }
+
+/* Random activations with some large values, as real ones have. */
+static void fill_act(float *x, int64_t n, uint64_t *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = test_rand_normal(rng);
+        if (test_rand_u64(rng) % 64 == 0) x[i] *= 8.0f;
+    }
+}
+
+/* Activation row -> floats (what the kernel multiplies). */
+static void deq_act(ob_act_fmt f, const void *a, int64_t n, float *out) {
+    switch (f) {
+    case OB_ACT_F32: memcpy(out, a, (size_t)n * sizeof(float)); break;
+    case OB_ACT_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = ob_bf16_to_fp32(((const uint16_t *)a)[i]);
+        break;
+    case OB_ACT_Q8: {
+        const ob_act_q8 *b = a;
+        for (int64_t i = 0; i < n; i++) out[i] = b[i / 32].d * (float)b[i / 32].qs[i % 32];
+        break;
+    }
+    case OB_ACT_Q8K: {
+        const ob_act_q8K *b = a;
+        for (int64_t i = 0; i < n; i++) out[i] = b[i / 256].d * (float)b[i / 256].qs[i % 256];
+        break;
+    }
+    }
+}
+
+static void convert_act(const ob_cpu_kernels *k, ob_act_fmt f, const float *x, void *dst, int64_t n) {
+    switch (f) {
+    case OB_ACT_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    case OB_ACT_Q8: k->quant_q8(x, dst, n); break;
+    case OB_ACT_Q8K: k->quant_q8K(x, dst, n); break;
+    case OB_ACT_BF16: k->to_bf16(x, dst, n); break;
+    }
+}
+
+static double nmse(const float *got, const double *ref, int64_t n) {
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        e += d * d;
+        r += ref[i] * ref[i];
+    }
+    return r > 0 ? e / r : e;
+}
+
+/* ---- 1. quantizers ---- */
+
+TEST(activation_quantizers_match_scalar) {
+    const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
+    uint64_t rng = 1;
+    const int64_t n = 1024 + 256;
+    float *x = ob_malloc((size_t)n * sizeof(float));
+    fill_act(x, n, &rng);
+    for (int i = 0; i < 32; i++) x[64 + i] = 0.0f; /* an all-zero block */
+    x[5] = 127.5f / 127.0f * 3.0f;                  /* near a rounding tie */
+    size_t qb = ob_act_row_bytes(OB_ACT_Q8, n), kb = ob_act_row_bytes(OB_ACT_Q8K, n);
+    void *q_ref = ob_malloc(qb), *q_got = ob_malloc(qb), *k_ref = ob_malloc(kb), *k_got = ob_malloc(kb);
+    uint16_t *b_ref = ob_malloc((size_t)n * 2), *b_got = ob_malloc((size_t)n * 2);
+    uint16_t *h_ref = ob_malloc((size_t)n * 2), *h_got = ob_malloc((size_t)n * 2);
+    float *f_ref = ob_malloc((size_t)n * 4), *f_got = ob_malloc((size_t)n * 4);
+    ref->quant_q8(x, q_ref, n);
+    ref->quant_q8K(x, k_ref, n);
+    ref->to_bf16(x, b_ref, n);
+    ref->f32_to_f16(x, h_ref, n);
+    ref->f16_to_f32(h_ref, f_ref, n);
+    for (int t = OB_CPU_AVX2; t <= OB_CPU_AVX512; t++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)t);
+        if (!k) continue;
+        memset(q_got, 0x55, qb);
+        memset(k_got, 0x55, kb);
+        k->quant_q8(x, q_got, n);
+        k->quant_q8K(x, k_got, n);
+        k->to_bf16(x, b_got, n);
+        k->f32_to_f16(x, h_got, n);
+        k->f16_to_f32(h_ref, f_got, n);
+        CHECK_MSG(memcmp(q_ref, q_got, qb) == 0, "%s: q8 blocks differ", tier_name((ob_cpu_tier)t));
+        CHECK_MSG(memcmp(k_ref, k_got, kb) == 0, "%s: q8K blocks differ", tier_name((ob_cpu_tier)t));
+        CHECK_MSG(memcmp(b_ref, b_got, (size_t)n * 2) == 0, "%s: bf16 differs", tier_name((ob_cpu_tier)t));
+        CHECK_MSG(memcmp(h_ref, h_got, (size_t)n * 2) == 0, "%s: f16 differs", tier_name((ob_cpu_tier)t));
+        CHECK_MSG(memcmp(f_ref, f_got, (size_t)n * 4) == 0, "%s: f16->f32 differs", tier_name((ob_cpu_tier)t));
+    }
+    /* the scalar quantizers themselves: codes within 0.5 step, sums right */
+    const ob_act_q8 *qa = q_ref;
+    for (int64_t b = 0; b < n / 32; b++) {
+        int s = 0;
+        for (int i = 0; i < 32; i++) {
+            s += qa[b].qs[i];
+            CHECK(fabsf(qa[b].d * qa[b].qs[i] - x[32 * b + i]) <= 0.5f * qa[b].d * 1.0001f + 1e-30f);
+        }
+        CHECK_EQ_INT(s, qa[b].s);
+    }
+    const ob_act_q8K *ka = k_ref;
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int i = 0; i < 16; i++) s += ka[b].qs[16 * g + i];
+            CHECK_EQ_INT(s, ka[b].bsums[g]);
+            if (g % 2) CHECK_EQ_INT(ka[b].bsum32[g / 2], ka[b].bsums[g - 1] + ka[b].bsums[g]);
+        }
+    ob_free(x), ob_free(q_ref), ob_free(q_got), ob_free(k_ref), ob_free(k_got);
+    ob_free(b_ref), ob_free(b_got), ob_free(h_ref), ob_free(h_got), ob_free(f_ref), ob_free(f_got);
+}
+
+/* ---- 2. matmul kernels ---- */
+
+typedef struct mm_case {
+    ob_type type;
+    int64_t n, rows;
+    float *wf;      /* [rows][n] original floats */
+    void *wq;       /* [rows] quantized rows */
+    float *wd;      /* [rows][n] dequantized */
+    size_t row_bytes;
+} mm_case;
+
+static int mm_case_init(mm_case *c, ob_type type, int64_t n, int64_t rows, uint64_t *rng) {
+    const ob_type_traits *tr = ob_type_get((int)type);
+    c->type = type, c->n = n, c->rows = rows;
+    c->row_bytes = ob_row_size(type, n);
+    c->wf = ob_malloc((size_t)(rows * n) * sizeof(float));
+    c->wd = ob_malloc((size_t)(rows * n) * sizeof(float));
+    c->wq = ob_malloc(c->row_bytes * (size_t)rows);
+    if (!c->wf || !c->wd || !c->wq) return -1;
+    for (int64_t i = 0; i < rows * n; i++) c->wf[i] = 0.05f * test_rand_normal(rng);
+    for (int64_t r = 0; r < rows; r++) {
+        tr->from_float_ref(c->wf + r * n, (char *)c->wq + (size_t)r * c->row_bytes, n);
+        tr->to_float((char *)c->wq + (size_t)r * c->row_bytes, c->wd + r * n, n);
+    }
+    return 0;
+}
+
+static void mm_case_free(mm_case *c) {
+    ob_free(c->wf), ob_free(c->wd), ob_free(c->wq);
+}
+
+/* ref[t][r] = sum_k wd[r][k] * a[t][k] in double */
+static void mm_ref(const mm_case *c, const float *a, int nt, double *ref) {
+    for (int t = 0; t < nt; t++)
+        for (int64_t r = 0; r < c->rows; r++) {
+            double s = 0;
+            for (int64_t k = 0; k < c->n; k++) s += (double)c->wd[r * c->n + k] * a[(int64_t)t * c->n + k];
+            ref[(int64_t)t * c->rows + r] = s;
+        }
+}
+
+static void check_kernels_for_type(ob_type type, int64_t n) {
+    const int64_t rows = 32, max_nt = 13;
+    uint64_t rng = 1000 + (uint64_t)type * 7 + (uint64_t)n;
+    mm_case c;
+    if (mm_case_init(&c, type, n, rows, &rng) < 0) {
+        CHECK_MSG(0, "out of memory");
+        mm_case_free(&c);
+        return;
+    }
+    float *x = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    float *xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    double *ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
+    float *out = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
+    fill_act(x, max_nt * n, &rng);
+    static const int nts[] = {1, 2, 3, 5, 8, 13};
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        const ob_mm_kernels *mk = &k->mm[type];
+        for (int variant = 0; variant < 2; variant++) {
+            const bool packed = variant == 1;
+            if (packed ? !mk->gemm : !mk->dot) {
+                CHECK_MSG(packed, "%s %s: no dot kernel", tier_name((ob_cpu_tier)ti), ob_type_name(type));
+                continue;
+            }
+            ob_act_fmt fmt = packed ? mk->packed_act : mk->act;
+            size_t as = ob_act_row_bytes(fmt, n);
+            char *act = ob_malloc(as * (size_t)max_nt);
+            for (int t = 0; t < max_nt; t++) {
+                convert_act(k, fmt, x + t * n, act + (size_t)t * as, n);
+                deq_act(fmt, act + (size_t)t * as, n, xd + t * n);
+            }
+            void *panels = NULL;
+            size_t pstride = 0;
+            if (packed) {
+                pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
+                panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
+                memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
+                for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                    mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n,
+                             (char *)panels + (size_t)p * pstride);
+            }
+            for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
+                const int nt = nts[ni];
+                mm_ref(&c, xd, nt, ref);
+                for (int i = 0; i < nt * rows; i++) out[i] = NAN;
+                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT) {
+                    int m = nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT;
+                    if (packed)
+                        for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                            mk->gemm(n, (char *)panels + (size_t)p * pstride, act + (size_t)t0 * as, as, m,
+                                     out + t0 * rows + p * OB_PANEL, (size_t)rows);
+                    else
+                        for (int64_t r = 0; r < rows; r++)
+                            mk->dot(n, (char *)c.wq + (size_t)r * c.row_bytes, act + (size_t)t0 * as, as, m,
+                                    out + t0 * rows + r, (size_t)rows);
+                }
+                double e = nmse(out, ref, nt * rows);
+                CHECK_MSG(e < 1e-10, "%s %s %s n=%lld nt=%d: NMSE %.3g", tier_name((ob_cpu_tier)ti),
+                          packed ? "packed" : "dot", ob_type_name(type), (long long)n, nt, e);
+            }
+            ob_free(act);
+            ob_free_aligned(panels);
+        }
+    }
+    ob_free(x), ob_free(xd), ob_free(ref), ob_free(out);
+    mm_case_free(&c);
+}
+
+TEST(matmul_kernels_against_reference) {
+    for (size_t i = 0; i < sizeof MM_TYPES / sizeof MM_TYPES[0]; i++) {
+        ob_type t = MM_TYPES[i];
+        int64_t bs = ob_type_get((int)t)->block_size;
+        if (bs == 1) {
+            check_kernels_for_type(t, 200); /* tails of every vector width */
+            check_kernels_for_type(t, 1024);
+        } else if (bs == 32) {
+            check_kernels_for_type(t, 96);
+            check_kernels_for_type(t, 2048);
+        } else {
+            check_kernels_for_type(t, 256);
+            check_kernels_for_type(t, 1536);
+        }
+    }
+}
+
+/* ---- 3. the backend op ---- */
+
+static double act_bound(ob_act_fmt f) {
+    switch (f) {
+    case OB_ACT_Q8:
+    case OB_ACT_Q8K: return 1e-3;
+    case OB_ACT_BF16: return 1e-4;
+    default: return 1e-9;
+    }
+}
+
+TEST(backend_matmul_every_tier) {
+    uint64_t rng = 77;
+    static const int ns[] = {1, 7, 70};
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        ob_backend *b = NULL;
+        CHECK(ob_backend_cpu_create_with(2, k, &b) == 0);
+        if (!b) continue;
+        for (size_t i = 0; i < sizeof MM_TYPES / sizeof MM_TYPES[0]; i++) {
+            ob_type type = MM_TYPES[i];
+            int64_t nin = ob_type_get((int)type)->block_size == 256 ? 512 : 320;
+            int64_t nout = 48 + (ti == OB_CPU_AVX512 && i % 3 == 0 ? 8 : 0); /* some not a multiple of 16 */
+            mm_case c;
+            if (mm_case_init(&c, type, nin, nout, &rng) < 0) {
+                mm_case_free(&c);
+                continue;
+            }
+            ob_tensor w, x, bias, out;
+            int64_t ne[2] = {nin, nout};
+            ob_tensor_init(&w, type, 2, ne, NULL);
+            CHECK(b->ops->weight(b, &w, c.wq) == 0);
+            const bool packed = w.extra != NULL;
+            float *bv = ob_malloc((size_t)nout * sizeof(float));
+            for (int64_t r = 0; r < nout; r++) bv[r] = test_rand_f32(&rng);
+            int64_t bne = nout;
+            ob_tensor_init(&bias, OB_TYPE_F32, 1, &bne, bv);
+            for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+                int n = ns[j];
+                float *xv = ob_malloc((size_t)(n * nin) * sizeof(float));
+                float *ov = ob_malloc((size_t)(n * nout) * sizeof(float));
+                double *ref = ob_malloc((size_t)(n * nout) * sizeof(double));
+                fill_act(xv, n * nin, &rng);
+                ob_tensor_f32_2d(&x, nin, n, xv);
+                ob_tensor_f32_2d(&out, nout, n, ov);
+                CHECK(b->ops->matmul(b, &w, &x, &bias, &out) == 0);
+                mm_ref(&c, xv, n, ref);
+                for (int t = 0; t < n; t++)
+                    for (int64_t r = 0; r < nout; r++) ref[t * nout + r] += bv[r];
+                const ob_mm_kernels *mk = &k->mm[type];
+                ob_act_fmt fmt = packed ? mk->packed_act : mk->dot ? mk->act : OB_ACT_F32;
+                double e = nmse(ov, ref, n * nout), bound = act_bound(fmt);
+                CHECK_MSG(e < bound, "%s %s%s n=%d: NMSE %.3g >= %.1g", tier_name((ob_cpu_tier)ti), ob_type_name(type),
+                          packed ? " packed" : "", n, e, bound);
+                ob_free(xv), ob_free(ov), ob_free(ref);
+            }
+            ob_free(bv);
+            mm_case_free(&c);
+        }
+        ob_backend_free(b);
+    }
+}
+
+/* ---- attention helpers ---- */
+
+static float rel_err(const float *a, const float *b, int n) {
+    float e = 0, m = 0;
+    for (int i = 0; i < n; i++) {
+        e = fmaxf(e, fabsf(a[i] - b[i]));
+        m = fmaxf(m, fabsf(b[i]));
+    }
+    return m > 0 ? e / m : e;
+}
+
+TEST(attention_helpers_match_scalar) {
+    const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
+    uint64_t rng = 5;
+    enum { NR = 37, D = 72 };
+    static float q[D], kf[NR][D + 8], w[NR], s_ref[NR], s_got[NR], acc_ref[D], acc_got[D];
+    static uint16_t kh[NR][D + 8];
+    for (int i = 0; i < D; i++) q[i] = test_rand_normal(&rng);
+    for (int j = 0; j < NR; j++) {
+        w[j] = test_rand_f32(&rng);
+        for (int i = 0; i < D; i++) {
+            kf[j][i] = test_rand_normal(&rng);
+            kh[j][i] = ob_fp32_to_fp16(kf[j][i]);
+        }
+    }
+    for (int ti = OB_CPU_AVX2; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        ref->attn_scores_f32(q, kf[0], sizeof kf[0], NR, D, s_ref);
+        k->attn_scores_f32(q, kf[0], sizeof kf[0], NR, D, s_got);
+        CHECK(rel_err(s_got, s_ref, NR) < 1e-5f);
+        ref->attn_scores_f16(q, kh[0], sizeof kh[0], NR, D, s_ref);
+        k->attn_scores_f16(q, kh[0], sizeof kh[0], NR, D, s_got);
+        CHECK(rel_err(s_got, s_ref, NR) < 1e-5f);
+        for (int i = 0; i < D; i++) acc_ref[i] = acc_got[i] = (float)i;
+        ref->attn_accum_f32(w, kf[0], sizeof kf[0], NR, D, acc_ref);
+        k->attn_accum_f32(w, kf[0], sizeof kf[0], NR, D, acc_got);
+        CHECK(rel_err(acc_got, acc_ref, D) < 1e-5f);
+        for (int i = 0; i < D; i++) acc_ref[i] = acc_got[i] = (float)i;
+        ref->attn_accum_f16(w, kh[0], sizeof kh[0], NR, D, acc_ref);
+        k->attn_accum_f16(w, kh[0], sizeof kh[0], NR, D, acc_got);
+        CHECK(rel_err(acc_got, acc_ref, D) < 1e-5f);
+        float x[NR], y_ref[NR], y_got[NR];
+        for (int j = 0; j < NR; j++) x[j] = j == 3 ? -INFINITY : -20.0f * test_rand_f32(&rng) - 20.0f;
+        float sr = ref->exp_sum(x, 1.5f, y_ref, NR), sg = k->exp_sum(x, 1.5f, y_got, NR);
+        CHECK(fabsf(sg - sr) <= 1e-6f * sr);
+        for (int j = 0; j < NR; j++) CHECK(fabsf(y_got[j] - y_ref[j]) <= 1e-6f * y_ref[j] + 1e-37f);
+    }
+}
+
+TEST(attention_tiles_match_scalar) {
+    const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
+    uint64_t rng = 11;
+    static const int dims[][3] = {{1, 1, 16}, {2, 8, 64}, {3, 13, 72}, {7, 32, 128}, {5, 9, 40}};
+    enum { MAXM = 8, MAXN = 32, MAXD = 128 };
+    static float q[MAXM][MAXD], kk[MAXN][MAXD + 4], s_ref[MAXM][MAXN], s_got[MAXM][MAXN];
+    static float o_ref[MAXM][MAXD], o_got[MAXM][MAXD];
+    for (size_t c = 0; c < sizeof dims / sizeof dims[0]; c++) {
+        const int M = dims[c][0], nk = dims[c][1], d = dims[c][2];
+        for (int m = 0; m < MAXM; m++)
+            for (int i = 0; i < MAXD; i++) q[m][i] = test_rand_normal(&rng);
+        for (int j = 0; j < MAXN; j++)
+            for (int i = 0; i < MAXD + 4; i++) kk[j][i] = test_rand_normal(&rng);
+        for (int ti = OB_CPU_AVX2; ti <= OB_CPU_AVX512; ti++) {
+            const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+            if (!k) continue;
+            memset(s_got, 0, sizeof s_got);
+            ref->attn_qk(q[0], M, MAXD, kk[0], sizeof kk[0], nk, d, s_ref[0], MAXN);
+            k->attn_qk(q[0], M, MAXD, kk[0], sizeof kk[0], nk, d, s_got[0], MAXN);
+            for (int m = 0; m < M; m++)
+                CHECK_MSG(rel_err(s_got[m], s_ref[m], nk) < 1e-5f, "%s qk M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
+            for (int m = 0; m < MAXM; m++)
+                for (int i = 0; i < MAXD; i++) o_ref[m][i] = o_got[m][i] = 0.5f * (float)i;
+            ref->attn_pv(s_ref[0], M, MAXN, kk[0], sizeof kk[0], nk, d, o_ref[0], MAXD);
+            k->attn_pv(s_ref[0], M, MAXN, kk[0], sizeof kk[0], nk, d, o_got[0], MAXD);
+            for (int m = 0; m < MAXM; m++) /* rows >= M and columns >= d untouched */
+                CHECK_MSG(rel_err(o_got[m], o_ref[m], MAXD) < 1e-5f, "%s pv M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
+        }
+    }
+}
+
+TEST(elementwise_match_scalar) {
+    const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
+    uint64_t rng = 9;
+    enum { N = 301 };
+    static float g[N], u[N], w[N], y_ref[N], y_got[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = 12.0f * test_rand_f32(&rng);
+        u[i] = test_rand_normal(&rng);
+        w[i] = test_rand_normal(&rng);
+    }
+    g[0] = -100.0f, g[1] = 100.0f; /* exp saturation on both sides */
+    for (int ti = OB_CPU_AVX2; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        ref->swiglu(g, u, y_ref, N);
+        k->swiglu(g, u, y_got, N);
+        for (int i = 0; i < N; i++) CHECK(fabsf(y_got[i] - y_ref[i]) <= 1e-6f * fabsf(y_ref[i]) + 1e-30f);
+        ref->swiglu(g, NULL, y_ref, N);
+        k->swiglu(g, NULL, y_got, N);
+        for (int i = 0; i < N; i++) CHECK(fabsf(y_got[i] - y_ref[i]) <= 1e-6f * fabsf(y_ref[i]) + 1e-30f);
+        /* float sums of 301 squares vs the reference's double: 1e-6 relative */
+        float sr = ref->sum_sq(u, N), sg = k->sum_sq(u, N);
+        CHECK(fabsf(sg - sr) <= 1e-6f * sr);
+        ref->scale_mul(u, 0.7f, w, y_ref, N);
+        k->scale_mul(u, 0.7f, w, y_got, N);
+        CHECK(memcmp(y_ref, y_got, sizeof y_ref) == 0);
+        ref->scale_mul(u, 0.7f, NULL, y_ref, N);
+        k->scale_mul(u, 0.7f, NULL, y_got, N);
+        CHECK(memcmp(y_ref, y_got, sizeof y_ref) == 0);
+    }
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv); }

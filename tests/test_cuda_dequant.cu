@@ -1,0 +1,76 @@
+/*
+ * test_cuda_dequant.cu - the CUDA backend's dequantizers (src/cuda/quant.cuh)
+ * run on the host against the reference to_float of every supported type.
+ * They are __host__ __device__ functions, so this check needs nvcc but no
+ * GPU: it runs in the plain `make test` wherever the plugin is built (CI
+ * included) and catches a wrong nibble, scale or element order before any
+ * device time is spent. Random data covers every chunk position of every
+ * block; the comparison allows one float rounding per element (the device
+ * may fuse a multiply and an add the reference keeps apart).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cuda/quant.cuh"
+
+extern "C" {
+#include "quant/iq_tables.h"
+#include "test.h"
+}
+
+static uint64_t g_rng = 0x5eed;
+
+static const int k_types[] = {OB_TYPE_F32,  OB_TYPE_F16,   OB_TYPE_BF16,   OB_TYPE_Q4_0,  OB_TYPE_Q4_1,  OB_TYPE_Q5_0,
+                              OB_TYPE_Q5_1, OB_TYPE_Q8_0,  OB_TYPE_MXFP4,  OB_TYPE_IQ4_NL, OB_TYPE_Q2_K, OB_TYPE_Q3_K,
+                              OB_TYPE_Q4_K, OB_TYPE_Q5_K,  OB_TYPE_Q6_K,   OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0};
+
+static void deq_host(int type, const uint8_t *row, int64_t c, float *v, const int8_t *lut) {
+    switch (type) {
+#define OB_CASE(T) \
+    case T: deq_chunk<T>(row, c, v, lut); break;
+        OB_CUDA_FOR_EACH_TYPE(OB_CASE)
+#undef OB_CASE
+    default: break;
+    }
+}
+
+TEST(device_dequantizers_match_the_reference) {
+    int8_t lut[OB_LUT_BYTES];
+    memcpy(lut + OB_LUT_IQ4NL, ob_iq4nl_values, 16);
+    memcpy(lut + OB_LUT_MXFP4, ob_mxfp4_values, 16);
+    const int64_t ne0 = 1024, rows = 3;
+    float *x = (float *)malloc(sizeof(float) * ne0 * rows), *ref = (float *)malloc(sizeof(float) * ne0 * rows);
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const int t = k_types[ti];
+        const ob_type_traits *tr = ob_type_get(t);
+        CHECK(tr && tr->from_float_ref && tr->to_float);
+        if (!tr || !tr->from_float_ref || !tr->to_float) continue;
+        CHECK_EQ_INT(cuda_type_supported(t), 1);
+        for (int64_t i = 0; i < ne0 * rows; i++) x[i] = 2.0f * test_rand_normal(&g_rng) + (i % 7 == 0 ? 0.5f : 0.0f);
+        const size_t rb = ob_row_size((ob_type)t, ne0);
+        uint8_t *q = (uint8_t *)malloc(rb * rows + 16);
+        tr->from_float_ref(x, q, ne0 * rows);
+        tr->to_float(q, ref, ne0 * rows);
+        int bad = 0;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < ne0 / 8; c++) {
+                float v[8];
+                deq_host(t, q + r * rb, c, v, lut);
+                for (int k = 0; k < 8; k++) {
+                    const float want = ref[r * ne0 + c * 8 + k];
+                    if (!(fabsf(v[k] - want) <= 1e-6f * fabsf(want) + 1e-30f)) {
+                        if (bad < 3)
+                            fprintf(stderr, "  %s row %lld element %lld: %.9g, reference %.9g\n", cuda_type_name(t),
+                                    (long long)r, (long long)(c * 8 + k), (double)v[k], (double)want);
+                        bad++;
+                    }
+                }
+            }
+        CHECK_MSG(bad == 0, "%s: %d elements differ from the reference", cuda_type_name(t), bad);
+        free(q);
+    }
+    free(x);
+    free(ref);
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -364,6 +364,15 @@ TEST(request_parser_accepts_openai_shapes) {
     CHECK(strstr(r.chat_context, "\"add_generation_prompt\":true") != NULL);
     ob_srv_request_free(&r);
 
+    /* the server's --chat-template-kwargs, overridden key by key by the request's */
+    ob_srv_defaults d;
+    ob_srv_defaults_init(&d);
+    d.template_kwargs = "{\"enable_thinking\":false,\"x\":1}";
+    const char *kw = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":{\"x\":2}}";
+    CHECK_OK(ob_srv_request_parse(OB_SRV_CHAT, kw, strlen(kw), &d, &r, &e));
+    CHECK(r.chat_context && strstr(r.chat_context, "\"enable_thinking\":false") && strstr(r.chat_context, "\"x\":2"));
+    ob_srv_request_free(&r);
+
     CHECK_OK(parse_req(OB_SRV_COMPLETION, "{\"prompt\":[\"a\",\"b\"],\"n\":3,\"logprobs\":2,\"max_tokens\":-1}", &r, &e));
     CHECK_EQ_INT(r.n_prompts, 2);
     CHECK_EQ_INT(r.gen.top_logprobs, 2);
@@ -763,7 +772,7 @@ TEST(streaming_never_splits_a_character) {
     int split_seen = 0;
     for (int seed = 1; seed <= 6; seed++) {
         char body[512];
-        const char *base = "{\"prompt\":\"Le caf\u00e9 \u2603 \ud83d\ude00\",\"max_tokens\":48,\"temperature\":3,\"top_k\":0,"
+        const char *base = "{\"prompt\":\"Le caf\\u00e9 \\u2603 \\ud83d\\ude00\",\"max_tokens\":48,\"temperature\":3,\"top_k\":0,"
                            "\"top_p\":1,\"min_p\":0,\"seed\":%d,\"logprobs\":1%s}";
         snprintf(body, sizeof body, base, seed, "");
         int st;
@@ -829,6 +838,61 @@ TEST(streaming_chat_with_usage) {
     json_decref(ev);
     json_decref(whole);
     resp_free(&r);
+}
+
+TEST(reasoning_content_split) {
+    NEED_CHAT();
+    /* a template that leaves the model inside <think> (as DeepSeek-R1's do):
+     * stories260K never closes it, so its whole answer is reasoning */
+    ob_server_params p;
+    ob_server_default_params(&p);
+    p.model_path = g_model_path;
+    p.port = 0;
+    p.device = "cpu";
+    p.engine.n_threads = 2;
+    p.quiet = true;
+    p.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}<think>\n";
+    ob_server *s = NULL;
+    CHECK_OK(ob_server_start(&p, &s));
+    if (!s) return;
+    CHECK_OK(ob_server_wait_ready(s, 30000));
+    int port = ob_server_port(s);
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":8,\"temperature\":0}";
+    resp r;
+    CHECK(http_req(port, "POST", "/v1/chat/completions", NULL, body, &r));
+    json_t *j = parse(&r);
+    const char *reasoning = jstr(j, "choices.0.message.reasoning_content");
+    CHECK(reasoning && strlen(reasoning) > 0);
+    CHECK_EQ_STR(jstr(j, "choices.0.message.content"), "");
+    char want[1024];
+    snprintf(want, sizeof want, "%s", reasoning ? reasoning : "");
+    json_decref(j);
+    resp_free(&r);
+    /* streamed: the same text, as delta.reasoning_content */
+    const char *sbody = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":8,\"temperature\":0,"
+                        "\"stream\":true}";
+    CHECK(http_req(port, "POST", "/v1/chat/completions", NULL, sbody, &r));
+    json_t *ev = sse_events(r.body ? r.body : "");
+    char got[1024] = "";
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const char *t = jstr(json_array_get(ev, i), "choices.0.delta.reasoning_content");
+        if (t) strncat(got, t, sizeof got - strlen(got) - 1);
+        const char *c = jstr(json_array_get(ev, i), "choices.0.delta.content");
+        CHECK(!c || !*c);
+    }
+    CHECK_EQ_STR(got, want);
+    json_decref(ev);
+    resp_free(&r);
+    /* reasoning_format none: it stays in content */
+    body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":8,\"temperature\":0,"
+           "\"reasoning_format\":\"none\"}";
+    CHECK(http_req(port, "POST", "/v1/chat/completions", NULL, body, &r));
+    j = parse(&r);
+    CHECK(jstr(j, "choices.0.message.content") && strlen(jstr(j, "choices.0.message.content")) > 0);
+    CHECK(jget(j, "choices.0.message.reasoning_content") == NULL);
+    json_decref(j);
+    resp_free(&r);
+    ob_server_stop(s);
 }
 
 TEST(stop_strings_are_never_emitted) {
@@ -944,6 +1008,31 @@ TEST(n_choices_and_seeds) {
           strcmp(jstr(a, "choices.1.text"), jstr(a, "choices.2.text")) != 0);
     CHECK(jint(a, "usage.completion_tokens") <= total && jint(a, "usage.completion_tokens") >= 3);
     CHECK_EQ_INT(jint(a, "usage.prompt_tokens"), 5); /* the prompt counts once */
+    /* streamed, the choices interleave by index and add up to the same texts */
+    char sbody[512];
+    snprintf(sbody, sizeof sbody, "%.*s,\"stream\":true}", (int)strlen(body) - 1, body);
+    resp r;
+    CHECK(http_req(g_port, "POST", "/v1/completions", NULL, sbody, &r));
+    json_t *ev = sse_events(r.body ? r.body : "");
+    char texts[3][2048] = {"", "", ""};
+    int finals[3] = {0, 0, 0};
+    for (size_t i = 0; i + 1 < json_array_size(ev); i++) {
+        json_t *c = json_array_get(ev, i);
+        long long idx = jint(c, "choices.0.index");
+        CHECK(idx >= 0 && idx < 3);
+        if (idx < 0 || idx >= 3) continue;
+        const char *t = jstr(c, "choices.0.text");
+        if (t) strncat(texts[idx], t, sizeof texts[idx] - strlen(texts[idx]) - 1);
+        if (jstr(c, "choices.0.finish_reason")) finals[idx]++;
+    }
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "choices.%d.text", i);
+        CHECK_EQ_STR(texts[i], jstr(b, path));
+        CHECK_EQ_INT(finals[i], 1);
+    }
+    json_decref(ev);
+    resp_free(&r);
     json_decref(a);
     json_decref(b);
     /* two prompts x n=2: four choices, in prompt order */
@@ -1196,31 +1285,35 @@ static size_t read_some(int fd, char *buf, size_t cap, size_t want) {
 
 TEST(disconnect_cancels_generation) {
     NEED_TEXT();
-    double cancelled0 = metric_value("onebit_client_disconnects_total");
+    const char *cancelled_key = "onebit_requests_total{result=\"cancelled\"}";
+    double disconnects0 = metric_value("onebit_client_disconnects_total");
+    double cancelled0 = metric_value(cancelled_key);
     /* a stream that would run to the end of the context */
     const char *body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":-1,\"ignore_eos\":true,\"stream\":true}";
     int fd = send_request(g_port, "POST", "/v1/completions", NULL, body, strlen(body));
     CHECK(fd >= 0);
     char buf[8192];
-    size_t n = read_some(fd, buf, sizeof buf, 600); /* headers and a few chunks */
+    size_t n = read_some(fd, buf, sizeof buf, 600); /* headers and a few chunks: it is generating */
     CHECK(n > 0 && strstr(buf, "data: "));
     close(fd);
-    /* non-streaming too: the client leaves while it is generating */
+    /* non-streaming too: the client leaves while its answer is being generated */
     body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":-1,\"ignore_eos\":true}";
     fd = send_request(g_port, "POST", "/v1/completions", NULL, body, strlen(body));
-    struct timespec ts = {0, 100 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    close(fd);
+    struct timespec ts = {0, 2 * 1000 * 1000};
     double t0 = now_s();
+    while (metric_value("onebit_requests_running") < 1 && now_s() - t0 < 10) nanosleep(&ts, NULL);
+    close(fd);
+    t0 = now_s();
     bool idle = false;
     while (now_s() - t0 < 10 && !idle) {
         idle = metric_value("onebit_requests_running") == 0 &&
-               metric_value("onebit_client_disconnects_total") >= cancelled0 + 2;
+               metric_value("onebit_client_disconnects_total") >= disconnects0 + 2;
         nanosleep(&ts, NULL);
     }
-    CHECK_MSG(idle, "still running %.0f, disconnects %.0f -> %.0f", metric_value("onebit_requests_running"), cancelled0,
+    CHECK_MSG(idle, "still running %.0f, disconnects %.0f -> %.0f", metric_value("onebit_requests_running"), disconnects0,
               metric_value("onebit_client_disconnects_total"));
-    /* it stopped early: far fewer tokens than the 2048-token context */
+    /* the engine cancelled both (neither ran to the end of the context) and freed their pages */
+    CHECK(metric_value(cancelled_key) >= cancelled0 + 2);
     CHECK_EQ_INT(metric_value("onebit_kv_blocks_used"), 0);
     check_still_serving();
 }
@@ -1305,6 +1398,52 @@ TEST(hundred_concurrent_streams) {
     check_still_serving();
 }
 
+TEST(queue_full_is_503) {
+    NEED_TEXT();
+    /* one slot, room for one waiting request: a third one is refused at once */
+    ob_server_params p;
+    ob_server_default_params(&p);
+    p.model_path = g_model_path;
+    p.port = 0;
+    p.device = "cpu";
+    p.engine.n_threads = 2;
+    p.engine.n_parallel = 1;
+    p.engine.n_ctx = 4096;
+    p.engine.queue_max = 1;
+    p.quiet = true;
+    ob_server *s = NULL;
+    CHECK_OK(ob_server_start(&p, &s));
+    if (!s) return;
+    CHECK_OK(ob_server_wait_ready(s, 30000));
+    int port = ob_server_port(s);
+    const char *longer = "{\"prompt\":\"Once upon a time\",\"max_tokens\":-1,\"ignore_eos\":true,\"stream\":true}";
+    int running = send_request(port, "POST", "/v1/completions", NULL, longer, strlen(longer));
+    char buf[4096];
+    read_some(running, buf, sizeof buf, 400); /* it is in the slot and generating */
+    int waiting = send_request(port, "POST", "/v1/completions", NULL, longer, strlen(longer));
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* it is queued */
+    resp r;
+    CHECK(http_req(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Lily\",\"max_tokens\":2}", &r));
+    json_t *j = parse(&r);
+    check_error(j, r.status, 503, "server_busy", NULL);
+    json_decref(j);
+    resp_free(&r);
+    close(running);
+    close(waiting);
+    /* the slot frees when they are gone, and requests are served again */
+    double t0 = now_s();
+    int st = 0;
+    while (now_s() - t0 < 10 && st != 200) {
+        CHECK(http_req(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Lily\",\"max_tokens\":2}", &r));
+        st = r.status;
+        resp_free(&r);
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ_INT(st, 200);
+    ob_server_stop(s);
+}
+
 TEST(shutdown_with_open_streams) {
     NEED_TEXT();
     ob_server_params p;
@@ -1372,6 +1511,13 @@ TEST(cli_flags) {
     CHECK_EQ_INT(run_cli("serve -m x.gguf -ctk f16 -ctv q8_0", out, sizeof out), 1);
     CHECK_EQ_INT(run_cli("serve", out, sizeof out), 1);
     CHECK(strstr(out, "no model"));
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --api-key-file /nonexistent/keys", out, sizeof out), 1);
+    CHECK(strstr(out, "cannot read --api-key-file"));
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --reasoning-budget 100", out, sizeof out), 1);
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --chat-template '{% if %}'", out, sizeof out), 1);
+    CHECK_MSG(strstr(out, "line 1"), "%s", out); /* a broken template is refused at start, naming its line */
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --port=notaport", out, sizeof out), 1);
+    CHECK(strstr(out, "--port needs an integer"));
     CHECK_EQ_INT(run_cli("serve -m /nonexistent/model.gguf --port 0", out, sizeof out), 1);
     CHECK(strstr(out, "/nonexistent/model.gguf")); /* the error names what was asked for */
 }

@@ -26,6 +26,9 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <jansson.h>
+
+#include "../chat/chat.h"
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../server/server.h"
@@ -44,11 +47,11 @@ enum { NOVAL, VAL, OPTVAL }; /* OPTVAL: takes the next argument only if it is on
 
 typedef enum opt_id {
     O_NONE,
-    O_HELP, O_VERSION, O_MODEL, O_ALIAS, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH, O_THREADS, O_NGL, O_DEVICE,
+    O_HELP, O_VERSION, O_MODEL, O_ALIAS, O_HOST, O_PORT, O_CTX, O_KV_SIZE, O_PARALLEL, O_BATCH, O_THREADS, O_NGL, O_DEVICE,
     O_API_KEY, O_API_KEY_FILE, O_TEMPLATE_FILE, O_TEMPLATE, O_TIMEOUT, O_MAX_BODY, O_QUEUE, O_ANY_MODEL, O_CTK, O_CTV,
     O_REASONING, O_REASONING_BUDGET, O_N_PREDICT, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N,
     O_PRESENCE, O_FREQUENCY, O_SEED, O_VERBOSE, O_LOG_DISABLE, O_QUIET, O_CONTEXT_SHIFT, O_KEEP, O_MODELS_DIR,
-    O_HF_REPO, O_HF_FILE, O_HF_TOKEN,
+    O_HF_REPO, O_HF_FILE, O_HF_TOKEN, O_TEMPLATE_KWARGS,
 } opt_id;
 
 typedef struct opt {
@@ -74,7 +77,8 @@ static const opt g_opts[] = {
     {"-a|--alias", VAL, SET, O_ALIAS, "model name(s) clients use, comma-separated (default: the file's name)"},
     {"--host", VAL, SET, O_HOST, "address to listen on (default 127.0.0.1)"},
     {"--port", VAL, SET, O_PORT, "port (default 8080; 0 = any free port)"},
-    {"-c|--ctx-size", VAL, SET, O_CTX, "context size in tokens, shared by all slots (default: the model's, at most 4096)"},
+    {"-c|--ctx-size", VAL, SET, O_CTX, "context size of EACH sequence in tokens (default: the model's, at most 4096)"},
+    {"--kv-size", VAL, SET, O_KV_SIZE, "KV pool in tokens, shared by all slots (default: --parallel x -c)"},
     {"-np|--parallel", VAL, SET, O_PARALLEL, "requests decoded together (default 4)"},
     {"-b|--batch-size", VAL, SET, O_BATCH, "tokens per engine step (default 512)"},
     {"-t|--threads", VAL, SET, O_THREADS, "CPU threads (default: all cores)"},
@@ -84,6 +88,7 @@ static const opt g_opts[] = {
     {"--api-key-file", VAL, SET, O_API_KEY_FILE, "file with one accepted key per line"},
     {"--chat-template-file", VAL, SET, O_TEMPLATE_FILE, "Jinja chat template to use instead of the model's"},
     {"--chat-template", VAL, SET, O_TEMPLATE, "built-in template name (only chatml) or a template's text"},
+    {"--chat-template-kwargs", VAL, SET, O_TEMPLATE_KWARGS, "JSON object of template variables for every chat request"},
     {"-to|--timeout", VAL, SET, O_TIMEOUT, "seconds an idle connection is kept (default 600)"},
     {"--max-body", VAL, SET, O_MAX_BODY, "largest request body in bytes (default 8388608)"},
     {"--queue", VAL, SET, O_QUEUE, "requests that may wait for a slot before 503 (default 128)"},
@@ -91,7 +96,7 @@ static const opt g_opts[] = {
     {"-ctk|--cache-type-k", VAL, SET, O_CTK, "KV cache type: f16 (default), f32 or q8_0 (K and V must match)"},
     {"-ctv|--cache-type-v", VAL, SET, O_CTV, "KV cache type for V: must equal -ctk"},
     {"--reasoning-format", VAL, SET, O_REASONING, "auto/deepseek (default): <think> text goes to reasoning_content; none: kept in content"},
-    {"--reasoning-budget", VAL, SET, O_REASONING_BUDGET, "-1 only (unlimited thinking)"},
+    {"--reasoning-budget", VAL, SET, O_REASONING_BUDGET, "-1: unlimited thinking; 0: no thinking (enable_thinking=false)"},
     {"-n|--n-predict|--predict", VAL, SET, O_N_PREDICT, "default max tokens per answer (-1 = until end of text or context)"},
     {"--temp|--temperature", VAL, SET, O_TEMP, "default temperature (0.8)"},
     {"--top-k", VAL, SET, O_TOP_K, "default top-k (40)"},
@@ -147,6 +152,8 @@ static const opt g_opts[] = {
     {"--log-prefix|--log-timestamps", NOVAL, WARN, O_NONE, "logs are plain"},
     {"-lv|--verbosity|--log-verbosity", VAL, WARN, O_NONE, "use -v or --log-disable"},
     {"--path", VAL, WARN, O_NONE, "there is no web UI to serve files for"},
+    {"--no-mmproj|--no-mmproj-offload|--mmproj-offload|--no-mmproj-auto|--mmproj-auto", NOVAL, WARN, O_NONE,
+     "no multimodal projector is loaded"},
     /* refused: ignoring them would change answers */
     {"--embeddings|--embedding|--reranking|--rerank", NOVAL, REFUSE, O_NONE,
      "embeddings and reranking are not supported yet; this server generates text only"},
@@ -161,7 +168,6 @@ static const opt g_opts[] = {
     {"--override-kv", VAL, REFUSE, O_NONE, "metadata overrides are not supported"},
     {"--api-prefix", VAL, REFUSE, O_NONE, "routes are fixed at /v1/..."},
     {"--ssl-key-file|--ssl-cert-file", VAL, REFUSE, O_NONE, "TLS is not built in; put a reverse proxy in front"},
-    {"--chat-template-kwargs", VAL, REFUSE, O_NONE, "pass chat_template_kwargs per request instead"},
 };
 
 static bool name_is(const char *names, const char *a) {
@@ -285,10 +291,6 @@ static int add_keys(const char *list, char sep, char ***keys, int *n) {
     return 0;
 }
 
-static const char CHATML[] =
-    "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-
 int ob_cmd_serve(int argc, char **argv) {
     ob_server_params p;
     ob_server_default_params(&p);
@@ -297,9 +299,11 @@ int ob_cmd_serve(int argc, char **argv) {
     char *template_text = NULL;
     char device_buf[64];
     const char *device = NULL, *ctk = NULL, *ctv = NULL;
-    const char *models_dir = NULL, *hf_repo = NULL, *hf_file = NULL, *hf_token = NULL;
+    const char *models_dir = NULL, *hf_repo = NULL, *hf_file = NULL, *hf_token = NULL, *template_kwargs = NULL;
+    bool no_thinking = false;
+    char *kwargs_buf = NULL;
     char model_file[4096], hf_spec[1024];
-    long ngl = -1;
+    long ngl = -1, kv_size = 0;
     bool log_set = false;
 
     for (int i = 0; i < argc && ret == 0; i++) {
@@ -368,6 +372,9 @@ int ob_cmd_serve(int argc, char **argv) {
         case O_HOST: p.host = v; break;
         case O_PORT: if ((ret = parse_int(a, v, 0, 65535, &x)) == 0) p.port = (int)x; break;
         case O_CTX: if ((ret = parse_int(a, v, 0, 1 << 24, &x)) == 0) p.engine.n_ctx = (int32_t)x; break;
+        case O_KV_SIZE:
+            if ((ret = parse_int(a, v, 0, 1 << 30, &x)) == 0) kv_size = x;
+            break;
         case O_PARALLEL:
             if ((ret = parse_int(a, v, -1, 1024, &x)) == 0) p.engine.n_parallel = x <= 0 ? 4 : (int32_t)x; /* -1: auto */
             break;
@@ -398,7 +405,7 @@ int ob_cmd_serve(int argc, char **argv) {
             break;
         case O_TEMPLATE:
             ob_free(template_text);
-            if (!strcmp(v, "chatml")) template_text = ob_strdup(CHATML);
+            if (!strcmp(v, "chatml")) template_text = ob_strdup(ob_chat_template_chatml());
             else if (strstr(v, "{%") || strstr(v, "{{")) template_text = ob_strdup(v);
             else ret = ob_cli_fail(0, "serve: --chat-template %s: the only built-in template is chatml (or pass a template's text, or --chat-template-file)", v);
             break;
@@ -414,10 +421,13 @@ int ob_cmd_serve(int argc, char **argv) {
             else ret = ob_cli_fail(0, "serve: --reasoning-format must be none, auto or deepseek");
             break;
         case O_REASONING_BUDGET:
-            if (strcmp(v, "-1") != 0)
-                ret = ob_cli_fail(0, "serve: --reasoning-budget %s: only -1 (unlimited) is supported; send "
-                                     "chat_template_kwargs {\"enable_thinking\": false} to turn thinking off", v);
+            /* llama-server turns thinking off through the template, as we do; a budget in between
+             * would need the engine to cut the thinking short, which it cannot yet */
+            if (!strcmp(v, "0")) no_thinking = true;
+            else if (strcmp(v, "-1") != 0)
+                ret = ob_cli_fail(0, "serve: --reasoning-budget %s: only -1 (unlimited) and 0 (no thinking) are supported", v);
             break;
+        case O_TEMPLATE_KWARGS: template_kwargs = v; break;
         case O_N_PREDICT: if ((ret = parse_int(a, v, -2, 1 << 30, &x)) == 0) p.defaults.max_tokens = x > 0 ? (int32_t)x : -1; break;
         case O_TEMP: if ((ret = parse_float(a, v, 0, 1e6, &d)) == 0) p.defaults.sampling.temperature = (float)d; break;
         case O_TOP_K: if ((ret = parse_int(a, v, -1, 1 << 30, &x)) == 0) p.defaults.sampling.top_k = (int32_t)x; break;
@@ -442,6 +452,15 @@ int ob_cmd_serve(int argc, char **argv) {
         }
     }
     if (ret) goto out;
+    if (template_text) { /* a template that does not parse fails now, with its line, not on every request */
+        ob_chat_template *t = NULL;
+        int trc = ob_chat_template_parse(template_text, strlen(template_text), &t);
+        ob_chat_template_free(t);
+        if (trc < 0) {
+            ret = ob_cli_fail(trc, "serve: the chat template");
+            goto out;
+        }
+    }
     if (hf_file && !hf_repo) {
         ret = ob_cli_fail(0, "serve: --hf-file needs -hf org/repo");
         goto out;
@@ -494,6 +513,10 @@ int ob_cmd_serve(int argc, char **argv) {
             goto out;
         }
     }
+    if (kv_size > 0) { /* the pool in tokens, rounded up to whole pages */
+        int32_t bs = p.engine.kv_block_size > 0 ? p.engine.kv_block_size : 32;
+        p.engine.kv_blocks = (kv_size + bs - 1) / bs;
+    }
     if (device) p.device = device;
     else if (ngl == 0) p.device = "cpu";
     if (ngl > 0 && ngl < 99)
@@ -505,6 +528,20 @@ int ob_cmd_serve(int argc, char **argv) {
     if (n_keys == 0 && getenv("LLAMA_API_KEY") && *getenv("LLAMA_API_KEY") &&
         (ret = add_keys(getenv("LLAMA_API_KEY"), ',', &keys, &n_keys)) != 0)
         goto out;
+    if (no_thinking) { /* --reasoning-budget 0: enable_thinking=false unless the kwargs say otherwise */
+        json_error_t jerr;
+        json_t *kw = template_kwargs ? json_loads(template_kwargs, 0, &jerr) : json_object();
+        if (!json_is_object(kw)) {
+            json_decref(kw);
+            ret = ob_cli_fail(0, "serve: --chat-template-kwargs must be a JSON object");
+            goto out;
+        }
+        if (!json_object_get(kw, "enable_thinking")) json_object_set_new(kw, "enable_thinking", json_false());
+        kwargs_buf = json_dumps(kw, JSON_COMPACT);
+        json_decref(kw);
+        template_kwargs = kwargs_buf;
+    }
+    p.defaults.template_kwargs = template_kwargs;
     p.chat_template = template_text;
     p.api_keys = (const char *const *)keys;
     p.n_api_keys = n_keys;
@@ -556,5 +593,6 @@ out:
     for (int i = 0; i < n_keys; i++) ob_free(keys[i]);
     ob_free(keys);
     ob_free(template_text);
+    free(kwargs_buf); /* jansson's */
     return ret;
 }

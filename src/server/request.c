@@ -362,7 +362,7 @@ static int normalize_messages(ob_srv_error *e, json_t *msgs, json_t **out) {
 /* Build the template context: messages, add_generation_prompt, tools and
  * the client's chat_template_kwargs (which may override the others, as in
  * llama-server). */
-static int parse_chat(ob_srv_error *e, json_t *o, ob_srv_api api, ob_srv_request *r) {
+static int parse_chat(ob_srv_error *e, json_t *o, ob_srv_api api, const ob_srv_defaults *d, ob_srv_request *r) {
     json_t *msgs = NULL;
     int rc = normalize_messages(e, field(o, "messages"), &msgs);
     if (rc < 0) return rc;
@@ -390,6 +390,12 @@ static int parse_chat(ob_srv_error *e, json_t *o, ob_srv_api api, ob_srv_request
             return BAD(e, "unsupported_parameter", "tool_choice",
                        "'tool_choice' can be \"auto\" or \"none\" here; forcing a tool call is not supported yet");
         }
+    }
+    if (d->template_kwargs) { /* the server's, before the request's own */
+        json_error_t jerr;
+        json_t *dkw = json_loads(d->template_kwargs, 0, &jerr);
+        if (json_is_object(dkw)) json_object_update(ctx, dkw);
+        json_decref(dkw);
     }
     json_t *kw = field(o, "chat_template_kwargs");
     if (kw) {
@@ -498,10 +504,10 @@ int ob_srv_request_parse(ob_srv_api api, const char *body, size_t len, const ob_
     if (!json_is_object(o)) {
         rc = BAD(e, "invalid_json", NULL, "the request body must be a JSON object");
     } else if (api == OB_SRV_TEMPLATE) {
-        rc = parse_chat(e, o, api, r);
+        rc = parse_chat(e, o, api, d, r);
     } else {
         rc = parse_generation(e, o, api, d, r);
-        if (rc >= 0 && api == OB_SRV_CHAT) rc = parse_chat(e, o, api, r);
+        if (rc >= 0 && api == OB_SRV_CHAT) rc = parse_chat(e, o, api, d, r);
         if (rc >= 0 && api != OB_SRV_CHAT) rc = parse_prompts(e, o, r);
         if (rc >= 0 && api == OB_SRV_COMPLETION) {
             bool echo = false;

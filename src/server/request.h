@@ -62,6 +62,8 @@ typedef struct ob_srv_defaults {
     bool fixed_seed;    /* sampling.seed is the default seed (--seed); else each request gets a random one */
     int32_t max_tokens; /* <= 0: until end of generation or the context is full */
     int reasoning;      /* 0: leave <think> in the content, 1: split it into reasoning_content */
+    const char *template_kwargs; /* JSON object text: template variables for every chat request
+                                    (--chat-template-kwargs); a request's own keys win. NULL: none */
 } ob_srv_defaults;
 
 void ob_srv_defaults_init(ob_srv_defaults *d);

@@ -110,15 +110,14 @@ static void *loader_main(void *arg) {
     int rc = ob_model_load(s->model_path, &mp, &m);
     if (rc == 0) {
         ob_engine_params ep = s->engine_params;
-        /* llama-server's -c is the KV cache size shared by all slots (its
-         * unified KV); each request may still use all of it. The engine's
-         * n_ctx is per sequence, so give it -c and a pool of -c tokens. */
+        /* -c is the context of each sequence (llama-server divides it among
+         * slots; users trip over that, so we do not). The KV pool defaults to
+         * --parallel full sequences; --kv-size sets it (kv_blocks) smaller or
+         * larger, and the engine preempts when requests together need more. */
         int32_t n_ctx = ep.n_ctx > 0 ? ep.n_ctx : ob_model_n_ctx_train(m);
         if (ep.n_ctx <= 0 && n_ctx > 4096) n_ctx = 4096;
         if (n_ctx <= 0) n_ctx = 4096;
         ep.n_ctx = n_ctx;
-        int32_t bs = ep.kv_block_size > 0 ? ep.kv_block_size : 32;
-        if (ep.kv_blocks <= 0) ep.kv_blocks = (n_ctx + bs - 1) / bs + ep.n_parallel;
         rc = ob_engine_create(m, &ep, &e);
         if (rc == 0) s->n_ctx = ob_engine_get_params(e)->n_ctx;
     }
@@ -239,10 +238,21 @@ int ob_server_start(const ob_server_params *p, ob_server **out) {
     s->engine_params = p->engine;
     if (s->engine_params.n_parallel <= 0) s->engine_params.n_parallel = 1;
     s->defaults = p->defaults;
+    s->defaults.template_kwargs = NULL;
     s->before_load = p->before_load;
     s->before_load_user = p->before_load_user;
     s->t_start = time(NULL);
     int rc = s->model_path && s->host && s->device ? 0 : ob_err(OB_ERR_OOM, "server");
+    if (rc == 0 && p->defaults.template_kwargs) {
+        json_error_t jerr;
+        json_t *kw = json_loads(p->defaults.template_kwargs, 0, &jerr);
+        if (!json_is_object(kw))
+            rc = ob_err(OB_ERR_INVALID_ARG, "chat template kwargs must be a JSON object: %s",
+                        kw ? "got another JSON value" : jerr.text);
+        json_decref(kw);
+        if (rc == 0 && !(s->template_kwargs = ob_strdup(p->defaults.template_kwargs))) rc = ob_err(OB_ERR_OOM, "server");
+        s->defaults.template_kwargs = s->template_kwargs;
+    }
     if (rc == 0 && p->n_api_keys > 0) {
         s->api_keys = ob_calloc((size_t)p->n_api_keys, sizeof(char *));
         if (!s->api_keys) rc = ob_err(OB_ERR_OOM, "server");
@@ -305,6 +315,7 @@ void ob_server_stop(ob_server *s) {
     ob_free(s->alias);
     ob_free(s->chat_template);
     ob_free(s->device);
+    ob_free(s->template_kwargs);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     ob_free(s);

@@ -72,7 +72,7 @@ static ob_engine *new_engine(int n_par, int n_ctx, int n_batch, int64_t kv_block
     p.n_batch = n_batch;
     p.kv_blocks = kv_blocks;
     p.kv_block_size = block;
-    p.n_threads = 2;
+    p.n_threads = 1; /* tiny model: threads only add hand-offs (see test_engine.c) */
     p.queue_max = 8;
     ob_engine *e = NULL;
     if (ob_engine_create(g_model, &p, &e) < 0) fprintf(stderr, "engine: %s\n", ob_last_error());
@@ -337,7 +337,7 @@ static void run_copies(ob_model *m, const ob_token *prompt, int np, const ob_tok
     p.n_batch = n_batch;
     p.kv_blocks = kv_blocks;
     p.kv_block_size = 8;
-    p.n_threads = 2;
+    p.n_threads = 1; /* tiny model: threads only add hand-offs (see test_engine.c) */
     p.kv_type = OB_KV_F32;
     p.queue_max = 64;
     ob_engine *e = NULL;
@@ -395,7 +395,7 @@ TEST(invariance_on_every_verified_architecture) {
         ob_engine_params p = ob_engine_default_params();
         p.n_ctx = 128;
         p.kv_type = OB_KV_F32;
-        p.n_threads = 2;
+        p.n_threads = 1; /* tiny model: threads only add hand-offs (see test_engine.c) */
         ob_engine *e = NULL;
         CHECK_OK(ob_engine_create(m, &p, &e));
         ob_request *r;

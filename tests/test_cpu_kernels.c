@@ -423,6 +423,20 @@ TEST(attention_tiles_match_scalar) {
             k->attn_pv(s_ref[0], M, MAXN, kk[0], sizeof kk[0], nk, d, o_got[0], MAXD);
             for (int m = 0; m < MAXM; m++) /* rows >= M and columns >= d untouched */
                 CHECK_MSG(rel_err(o_got[m], o_ref[m], MAXD) < 1e-5f, "%s pv M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
+            /* F16 rows: the same against the scalar F16 loops */
+            static uint16_t kh[MAXN][MAXD + 4];
+            for (int j = 0; j < MAXN; j++)
+                for (int i = 0; i < MAXD + 4; i++) kh[j][i] = ob_fp32_to_fp16(kk[j][i]);
+            ref->attn_qk_f16(q[0], M, MAXD, kh[0], sizeof kh[0], nk, d, s_ref[0], MAXN);
+            k->attn_qk_f16(q[0], M, MAXD, kh[0], sizeof kh[0], nk, d, s_got[0], MAXN);
+            for (int m = 0; m < M; m++)
+                CHECK_MSG(rel_err(s_got[m], s_ref[m], nk) < 1e-5f, "%s qk f16 M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
+            for (int m = 0; m < MAXM; m++)
+                for (int i = 0; i < MAXD; i++) o_ref[m][i] = o_got[m][i] = 0.5f * (float)i;
+            ref->attn_pv_f16(s_ref[0], M, MAXN, kh[0], sizeof kh[0], nk, d, o_ref[0], MAXD);
+            k->attn_pv_f16(s_ref[0], M, MAXN, kh[0], sizeof kh[0], nk, d, o_got[0], MAXD);
+            for (int m = 0; m < MAXM; m++)
+                CHECK_MSG(rel_err(o_got[m], o_ref[m], MAXD) < 1e-5f, "%s pv f16 M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
         }
     }
 }

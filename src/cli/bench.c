@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "../core/cpu.h"
@@ -532,8 +533,10 @@ static int kernel_bench(const char *types_arg) {
                 size_t pstride = 0;
                 if (packed) {
                     pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
-                    panels = ob_malloc_aligned(pstride * (size_t)(rows_dram / OB_PANEL), 64);
+                    /* as the backend allocates them: 2 MiB aligned, huge pages */
+                    panels = ob_malloc_aligned(pstride * (size_t)(rows_dram / OB_PANEL), (size_t)2 << 20);
                     if (!panels) return ob_cli_fail(OB_ERR_OOM, "kernel bench");
+                    madvise(panels, pstride * (size_t)(rows_dram / OB_PANEL), MADV_HUGEPAGE);
                     memset(panels, 0, pstride * (size_t)(rows_dram / OB_PANEL));
                     for (int64_t p = 0; p < rows_dram / OB_PANEL; p++)
                         mk->pack((const char *)w + (size_t)(p * OB_PANEL) * rb, rb, n, (char *)panels + (size_t)p * pstride);

@@ -13,18 +13,24 @@
  *      kernels' activation format (8-bit blocks, BF16, or none for F32):
  *      once per batch, not once per weight row;
  *   2. barrier;
- *   3. threads take (row range x token range) chunks from the pool's atomic
+ *   3. threads take (row range x token range) chunks: three quarters dealt
+ *      out in one contiguous run per thread, the rest from the pool's atomic
  *      counter. A chunk is a few panels (or rows) by up to 64 tokens: its
  *      weights stay in L1/L2 while the kernel sweeps the tokens 8 at a time,
  *      and the activations of 64 tokens stay in L2. One token (decode) gives
- *      about 8 chunks per thread, so a slow or preempted core does not hold
+ *      about 16 chunks per thread, so a slow or preempted core does not hold
  *      up the rest.
+ * For one token, step 1 has each thread convert the row itself and step 2
+ * goes away. Small elementwise ops (one decode token's norm, rope, ...) run
+ * on the calling thread alone: handing them to the pool costs more than
+ * they do.
  * Types without a kernel (IQ1/IQ2/IQ3 ...) dequantize each weight row into a
  * per-thread scratch row and take float dots against every token.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../backend/backend.h"
 #include "../core/log.h"
@@ -116,10 +122,29 @@ static int check_convertible(const ob_tensor *t) {
     return 0;
 }
 
+/* Run fn on the pool, or on the calling thread alone when the op touches
+ * fewer than SMALL_OP elements (a decode step's norms, rope, adds: waking
+ * and joining the workers costs more than they do). */
+#define SMALL_OP 32768
+static void run_op(cpu_backend *c, ob_task_fn fn, void *arg, int64_t elements) {
+    if (elements < SMALL_OP || c->n_threads == 1) {
+        ob_task_ctx ctx = {c->pool, 0, 1};
+        fn(&ctx, arg);
+    } else {
+        ob_threadpool_run(c->pool, fn, arg);
+    }
+}
+
 /* ---- memory ---- */
 
 static int cpu_alloc(ob_backend *b, size_t n, void **out) {
-    void *p = ob_malloc_aligned(n ? n : 1, 64);
+    /* Big buffers (the KV cache, read end to end by every decode step at
+     * long context) get transparent huge pages, as packed weights do. */
+    const size_t huge = (size_t)2 << 20;
+    void *p = ob_malloc_aligned(n ? n : 1, n >= huge ? huge : 64);
+#if defined(MADV_HUGEPAGE)
+    if (p && n >= huge) madvise(p, (n + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
+#endif
     if (!p) return ob_err(OB_ERR_OOM, "cpu buffer of %zu bytes", n);
     memset(p, 0, n);
     *out = p;
@@ -177,7 +202,15 @@ static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
     p->type = t->type;
     p->n_panels = t->ne[1] / OB_PANEL;
     p->panel_stride = (pb + 63) & ~(size_t)63;
-    p->data = ob_malloc_aligned(ob_mul_size(p->panel_stride, (size_t)p->n_panels), 64);
+    /* 2 MiB aligned and marked for transparent huge pages: decode streams
+     * every byte once per token, and with 4 KiB pages a TLB miss every 4 KiB
+     * costs a good part of a core's bandwidth (the file mapping we would
+     * otherwise read is often backed by large page-cache folios). */
+    const size_t bytes = ob_mul_size(p->panel_stride, (size_t)p->n_panels);
+    p->data = ob_malloc_aligned(bytes, (size_t)2 << 20);
+#if defined(MADV_HUGEPAGE)
+    if (p->data) madvise(p->data, (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
+#endif
     if (!p->data) {
         ob_free(p);
         return ob_err(OB_ERR_OOM, "packed weight '%s' (%zu bytes)", t->name ? t->name : "?",
@@ -226,7 +259,7 @@ static int cpu_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *id
             return ob_err(OB_ERR_RANGE, "token id %d is outside the vocabulary of %lld", ids[i],
                           (long long)table->ne[1]);
     rows_task t = {cpu(b), table, ids, n, out};
-    ob_threadpool_run(cpu(b)->pool, get_rows_fn, &t);
+    run_op(cpu(b), get_rows_fn, &t, n * table->ne[0]);
     return 0;
 }
 
@@ -263,19 +296,33 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
     float *out = t->out->data;
     const size_t os = t->out->nb[1] / sizeof(float);
 
+    const char *act = t->act;
     if (t->fmt != OB_ACT_F32) {
-        int64_t lo, hi;
-        ob_split_range(n, ctx->ith, ctx->nth, &lo, &hi);
-        for (int64_t i = lo; i < hi; i++)
-            convert_act(c->k, t->fmt, ob_tensor_row(t->x, i), (char *)c->act + (size_t)i * t->act_stride, nin);
-        ob_threadpool_barrier(ctx);
+        if (n == 1) {
+            /* one token: each thread converts it into its own slot, which
+             * costs less than waiting for each other at a barrier */
+            char *mine = (char *)c->act + (size_t)ctx->ith * t->act_stride;
+            convert_act(c->k, t->fmt, ob_tensor_row(t->x, 0), mine, nin);
+            act = mine;
+        } else {
+            int64_t lo, hi;
+            ob_split_range(n, ctx->ith, ctx->nth, &lo, &hi);
+            for (int64_t i = lo; i < hi; i++)
+                convert_act(c->k, t->fmt, ob_tensor_row(t->x, i), (char *)c->act + (size_t)i * t->act_stride, nin);
+            ob_threadpool_barrier(ctx);
+        }
     }
 
+    /* The first chunks are dealt out in contiguous runs, one per thread (no
+     * shared counter to fight over, one stream per core); the last quarter
+     * is taken from the counter, so a thread that falls behind is caught
+     * up by the others. */
     const int64_t n_chunks = t->n_row_chunks * t->n_tok_chunks;
+    const int64_t per = n_chunks * 3 / 4 / ctx->nth;
     const int64_t nout = t->w->ne[1];
     float *buf = t->mk ? NULL : thread_scratch(c, ctx->ith);
-    for (;;) {
-        int64_t ch = ob_threadpool_next_chunk(c->pool);
+    for (int64_t k = 0;; k++) {
+        int64_t ch = k < per ? (int64_t)ctx->ith * per + k : per * ctx->nth + ob_threadpool_next_chunk(c->pool);
         if (ch >= n_chunks) break;
         const int64_t r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
         const int64_t r1 = r0 + t->rows_per_chunk < nout ? r0 + t->rows_per_chunk : nout;
@@ -286,7 +333,7 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
                 const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->mk->gemm(nin, panel, t->act + (size_t)i * t->act_stride, t->act_stride, nt,
+                    t->mk->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
                                 out + (size_t)i * os + (size_t)r, os);
                 }
             }
@@ -295,7 +342,7 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
                 const char *wrow = (const char *)t->w->data + (size_t)r * t->w->nb[1];
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->mk->dot(nin, wrow, t->act + (size_t)i * t->act_stride, t->act_stride, nt,
+                    t->mk->dot(nin, wrow, act + (size_t)i * t->act_stride, t->act_stride, nt,
                                out + (size_t)i * os + (size_t)r, os);
                 }
             }
@@ -340,7 +387,8 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
         if (t.act_stride == 0)
             return ob_err(OB_ERR_INTERNAL, "matmul '%s': %lld columns do not fit the activation blocks",
                           w->name ? w->name : "?", (long long)nin);
-        OB_TRY(ensure_act(c, ob_mul_size(t.act_stride, (size_t)n)));
+        /* one token: a slot per thread (see matmul_fn) */
+        OB_TRY(ensure_act(c, ob_mul_size(t.act_stride, (size_t)(n == 1 ? c->n_threads : n))));
         t.act = c->act;
     } else {
         t.act = x->data;
@@ -352,7 +400,7 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
     const int64_t units = (nout + unit - 1) / unit;
     t.tok_per_chunk = n <= OB_MM_MAX_NT ? n : TOKENS_PER_CHUNK;
     t.n_tok_chunks = (n + t.tok_per_chunk - 1) / t.tok_per_chunk;
-    int64_t want = (int64_t)c->n_threads * 8 / t.n_tok_chunks;
+    int64_t want = (int64_t)c->n_threads * 16 / t.n_tok_chunks;
     if (want < 1) want = 1;
     int64_t upc = (units + want - 1) / want;
     int64_t min_units = t.pk ? 1 : ROWS_PER_CHUNK;
@@ -398,7 +446,7 @@ static int cpu_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, f
     if (group <= 0 || x->ne[0] % group) return ob_err(OB_ERR_INTERNAL, "rms_norm: group %lld", (long long)group);
     if (w && w->type != OB_TYPE_F32) return ob_err(OB_ERR_UNSUPPORTED, "norm weight '%s' must be f32", w->name);
     norm_task t = {cpu(b)->k, x, w, NULL, eps, group, out};
-    ob_threadpool_run(cpu(b)->pool, rms_norm_fn, &t);
+    run_op(cpu(b), rms_norm_fn, &t, ob_tensor_nelements(x));
     return 0;
 }
 
@@ -429,7 +477,7 @@ static void layer_norm_fn(const ob_task_ctx *ctx, void *arg) {
 static int cpu_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, const ob_tensor *bias, float eps,
                           ob_tensor *out) {
     norm_task t = {cpu(b)->k, x, w, bias, eps, x->ne[0], out};
-    ob_threadpool_run(cpu(b)->pool, layer_norm_fn, &t);
+    run_op(cpu(b), layer_norm_fn, &t, ob_tensor_nelements(x));
     return 0;
 }
 
@@ -538,7 +586,7 @@ static int cpu_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const
         t.corr_lo = fmaxf(0.0f, lo);
         t.corr_hi = fminf((float)p->n_rot - 1.0f, hi);
     }
-    ob_threadpool_run(c->pool, rope_fn, &t);
+    run_op(c, rope_fn, &t, ob_tensor_nelements(x));
     if (!valid) {
         memcpy(c->rope_pos, pos, (size_t)n * sizeof(int32_t));
         c->rope_p = *p;
@@ -574,7 +622,8 @@ static int cpu_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_t
  * one sequence (same block table, consecutive positions). Its M = tokens x
  * (n_head / n_head_kv) query rows share every K and V row they read, so
  * each cache row is converted to float once per unit and then used by all M
- * rows (GQA reuse, and prefill reuse across tokens). Keys are visited one
+ * rows (GQA reuse, and prefill reuse across tokens; F16 rows, the default,
+ * are read in place by F16 kernels). Keys are visited one
  * KV page at a time (the rows of a page are contiguous): the M x page
  * scores in one tiled kernel call, then per row its window's maximum, one
  * rescale of the running output when the maximum grows and exp of the page
@@ -585,7 +634,7 @@ static int cpu_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_t
  * long causal rows of the prompt's end start early and the threads finish
  * together. */
 
-#define ATT_QB 16
+#define ATT_QB 64
 
 typedef struct attn_task {
     cpu_backend *c;
@@ -662,14 +711,24 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
             const int32_t off0 = pos % bs;
             const int count = (int)(bs - off0 < hi - pos + 1 ? bs - off0 : hi - pos + 1);
             const int64_t slot = (int64_t)first->block_table[pos / bs] * bs + off0;
-            size_t ks, vs;
-            const float *kr = kv_rows_f32(c, kv, kbase + (size_t)slot * kv->row_bytes, count, (int64_t)hk * hd, hd,
-                                          Kf, tmp, &ks);
-            const float *vr = kv_rows_f32(c, kv, vbase + (size_t)slot * kv->row_bytes, count, (int64_t)hk * hd, hd,
-                                          Vf, tmp, &vs);
+            /* F16 rows are read in place; other types are converted to
+             * floats once for all M rows */
+            const bool f16 = kv->type == OB_TYPE_F16;
+            const char *krow = kbase + (size_t)slot * kv->row_bytes, *vrow = vbase + (size_t)slot * kv->row_bytes;
+            size_t ks = kv->row_bytes, vs = kv->row_bytes;
+            const float *kr = NULL, *vr = NULL;
+            if (!f16) {
+                kr = kv_rows_f32(c, kv, krow, count, (int64_t)hk * hd, hd, Kf, tmp, &ks);
+                vr = kv_rows_f32(c, kv, vrow, count, (int64_t)hk * hd, hd, Vf, tmp, &vs);
+            }
+            const uint16_t *kh = (const uint16_t *)(const void *)krow + (size_t)hk * hd;
+            const uint16_t *vh = (const uint16_t *)(const void *)vrow + (size_t)hk * hd;
             /* scores of every row against the whole page, then each row's
              * window: keys outside [kv_start, pos] get weight 0 */
-            k->attn_qk(Qt, M, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
+            if (f16)
+                k->attn_qk_f16(Qt, M, (size_t)hd, kh, ks, count, hd, S, (size_t)bs);
+            else
+                k->attn_qk(Qt, M, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
             for (int m = 0; m < M; m++) {
                 const ob_attn_token *tok = &t->toks[t0 + m / G];
                 float *srow = S + (size_t)m * bs, *prow = P + (size_t)m * bs;
@@ -696,7 +755,10 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
                 if (j1 < count) memset(prow + j1, 0, (size_t)(count - j1) * sizeof(float));
                 l[m] += k->exp_sum(srow + j0, mx[m], prow + j0, j1 - j0);
             }
-            k->attn_pv(P, M, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
+            if (f16)
+                k->attn_pv_f16(P, M, (size_t)bs, vh, vs, count, hd, O, (size_t)hd);
+            else
+                k->attn_pv(P, M, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
             pos += count;
         }
         for (int m = 0; m < M; m++) {
@@ -773,7 +835,7 @@ static void glu_fn(const ob_task_ctx *ctx, void *arg) {
 
 static int cpu_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {
     ew_task t = {cpu(b)->k, act, gate, up, out, 0};
-    ob_threadpool_run(cpu(b)->pool, glu_fn, &t);
+    run_op(cpu(b), glu_fn, &t, ob_tensor_nelements(gate));
     return 0;
 }
 
@@ -794,7 +856,7 @@ static int cpu_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_te
     if (bb->ne[0] != a->ne[0] || (bb->ne[1] != a->ne[1] && bb->ne[1] != 1))
         return ob_err(OB_ERR_INTERNAL, "add: shapes differ");
     ew_task t = {cpu(b)->k, 0, a, bb, out, 0};
-    ob_threadpool_run(cpu(b)->pool, add_fn, &t);
+    run_op(cpu(b), add_fn, &t, ob_tensor_nelements(a));
     return 0;
 }
 

@@ -139,6 +139,11 @@ typedef struct ob_cpu_kernels {
                     size_t lds);
     void (*attn_pv)(const float *p, int M, size_t ldp, const float *v, size_t vstride, int nk, int d, float *o,
                     size_t ldo);
+    /* the same with F16 key/value rows (the default KV cache type) */
+    void (*attn_qk_f16)(const float *q, int M, size_t ldq, const uint16_t *k, size_t kstride, int nk, int d,
+                        float *s, size_t lds);
+    void (*attn_pv_f16)(const float *p, int M, size_t ldp, const uint16_t *v, size_t vstride, int nk, int d,
+                        float *o, size_t ldo);
     /* y[i] = exp(x[i] - m) for n values; returns their sum */
     float (*exp_sum)(const float *x, float m, float *y, int n);
 

@@ -436,8 +436,8 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
 
     /* 4. run */
     if (rc == 0) {
-        ob_forward_args a = {n,       batch->token, batch->pos, c->slots, c->attn,        &c->kv.store,
-                             n_out,   c->out_idx,   c->logits_dev,       c->work, c->work_floats};
+        ob_forward_args a = {n,     batch->token, batch->pos,    c->slots, c->attn,        &c->kv.store,
+                             n_out, c->out_idx,   c->logits_dev, c->work,  c->work_floats, c->backend};
         rc = m->arch->forward(m, &a);
     }
     if (rc == 0 && n_out > 0)

@@ -184,7 +184,7 @@ static size_t llama_work_size(const ob_model_impl *m, int64_t n) {
 
 static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
     const ob_hparams *hp = &m->hp;
-    ob_backend *b = m->backend;
+    ob_backend *b = a->backend ? a->backend : m->backend;
     const ob_backend_ops *op = b->ops;
     const int64_t n = a->n_tokens, E = hp->n_embd, Q = hp->n_head * hp->head_dim,
                   KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;

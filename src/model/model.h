@@ -79,6 +79,7 @@ typedef struct ob_forward_args {
     float *logits;                /* [n_out][n_vocab] backend memory */
     float *work;                  /* activation workspace (backend memory) */
     size_t work_floats;
+    ob_backend *backend;          /* runs the ops (the context's: its threads); NULL = the model's */
 } ob_forward_args;
 
 struct ob_arch {

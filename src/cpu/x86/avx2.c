@@ -890,6 +890,16 @@ static void attn_pv(const float *p, int M, size_t ldp, const float *v, size_t vs
     for (int m = 0; m < M; m++) attn_accum_f32(p + (size_t)m * ldp, v, vstride, nk, d, o + (size_t)m * ldo);
 }
 
+static void attn_qk_f16(const float *q, int M, size_t ldq, const uint16_t *k, size_t kstride, int nk, int d,
+                        float *s, size_t lds) {
+    for (int m = 0; m < M; m++) attn_scores_f16(q + (size_t)m * ldq, k, kstride, nk, d, s + (size_t)m * lds);
+}
+
+static void attn_pv_f16(const float *p, int M, size_t ldp, const uint16_t *v, size_t vstride, int nk, int d, float *o,
+                        size_t ldo) {
+    for (int m = 0; m < M; m++) attn_accum_f16(p + (size_t)m * ldp, v, vstride, nk, d, o + (size_t)m * ldo);
+}
+
 /* exp(x) for x <= 0 (softmax arguments): x = n ln2 + r with n an integer
  * and |r| <= ln2/2 (Cody-Waite: ln2 in a short high part and a low
  * correction, so r is nearly exact even for x near -87), then e^r by its
@@ -991,6 +1001,8 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->exp_sum = exp_sum;
     k->attn_qk = attn_qk;
     k->attn_pv = attn_pv;
+    k->attn_qk_f16 = attn_qk_f16;
+    k->attn_pv_f16 = attn_pv_f16;
     k->swiglu = swiglu;
     k->sum_sq = sum_sq;
     k->scale_mul = scale_mul;

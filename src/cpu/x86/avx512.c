@@ -281,60 +281,75 @@ DEF_A8(iq4_nl, A8_IQ4_NL)
 DEF_A8(mxfp4, A8_MXFP4)
 
 /* ======================================================================
- * 256-element types: Q4_K Q5_K Q6_K IQ4_XS
+ * 256-element types: Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS TQ1_0 TQ2_0
  *
- * Panel layout per super-block (in groups, see kq_at), codes first:
- *   Q4_K  codes [2048]: for p 0..3, j 0..7 the chunk of the rows'
- *           qs[32p+4j..+3] (low nibbles: sub-block 2p, high: 2p+1)
- *         d    [64]: 16 half d, then 16 half dmin
- *         sc   [256]: scales [8][16 rows] then mins [8][16], bytes
- *   Q5_K  as Q4_K plus
- *         qh   [512]: per p, two chunks v: byte i of row r has bit m =
- *           bit 4 of element 4(4v+m)+i of sub-block 2p and bit 4+m that of
- *           sub-block 2p+1 (as the Q5_0 high bits)
- *   Q6_K  codes [16][192]: per 16-element sub-block, three chunks: low
- *           nibbles of its elements 4c+i (c 0,1 in chunk 0's low/high
- *           nibbles, c 2,3 in chunk 1's), and 2-bit highs of c 0..3 in
- *           bits 2c..2c+1 of chunk 2
- *         d    [32], sc [16][16] int8
- *   IQ4_XS codes [2048]: per sub-block s, chunks c 0..3 of the rows'
- *           qs[16s+4c..+3] (low nibbles: elements 4c+i, high: 16+4c+i)
- *         d    [32], sc [8][16] int8 = ls - 32
+ * Each super-block (16 rows x 256 elements) is laid out so a gemv reads it
+ * front to back as one stream: the scales of a few sub-blocks sit right
+ * after those sub-blocks' codes, never in an area of their own that a
+ * second pointer would trail through (measured: that alone cost Q6_K more
+ * than half its single-core DRAM bandwidth). "unit" below is such a run of
+ * codes plus its scales; sizes in bytes. Super-blocks whose size is not a
+ * multiple of 64 are stored in pairs (kq_group) so every unit stays aligned;
+ * a group starts with the d (and dmin) halves of its super-blocks.
+ *
+ *   Q4_K  4 units p (576): codes[512] = chunks j 0..7 of the rows'
+ *         qs[32p+4j..+3] (low nibbles: sub-block 2p, high: 2p+1), then
+ *         sc[2][16] and mn[2][16] of sub-blocks 2p, 2p+1 as bytes;
+ *         d[16], dmin[16] halves (64). The packed 6-bit scales and mins
+ *         are expanded to bytes: +4 bytes per row per super-block. d, dmin
+ *         (64) lead the super-block.
+ *   Q5_K  as Q4_K, each unit (704) also holding qh[128]: two chunks v,
+ *         byte i of row r has bit m = bit 4 of element 4(4v+m)+i of
+ *         sub-block 2p and bit 4+m that of sub-block 2p+1, so shifting
+ *         right by m lines both up (as the Q5_0 high bits).
+ *   Q6_K  4 units (832) of 4 sub-blocks of 16: per sub-block three chunks
+ *         (low nibbles of its elements 4c+i, c 0,1 in chunk 0's low/high
+ *         nibbles, c 2,3 in chunk 1's; 2-bit highs of c 0..3 in bits 2c of
+ *         chunk 2), then the 4 sub-blocks' scales [4][16] int8; d[16] halves.
+ *   IQ4_XS 2 units (1088) of 4 sub-blocks of 32: per sub-block chunks c
+ *         0..3 of the rows' qs[16s+4c..+3] (low nibbles: elements 4c+i,
+ *         high: 16+4c+i), then [4][16] int8 scales ls - 32; d[16] halves.
+ *   Q2_K  2 units h (640): chunks c 0..7 of the rows' qs[32h+4c..+3] (bits
+ *         2k of byte i: element 128h+32k+4c+i), then the packed scale
+ *         bytes (sc | mn << 4) of sub-blocks 8h..8h+7; d, dmin (64).
+ *   Q3_K  hmask chunks first (512: bit k' of byte i of chunk c = bit 2 of
+ *         element 32k'+4c+i; both halves use them), then 2 units h (640) as
+ *         Q2_K's with int8 scales sc - 32; d[16].
+ *   TQ2_0 the 16 code chunks as Q2_K's (1024); d[16].
+ *   TQ1_0 13 chunks of the rows' bytes (qs[4j..], j 0..11, then qh), base-3
+ *         digits decoded in the kernel (832); d[16].
  * ====================================================================== */
 
 enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K, KQ_IQ4_XS, KQ_Q2_K, KQ_Q3_K, KQ_TQ2_0, KQ_TQ1_0 };
 
-INLINE size_t kq_code_bytes(int kind) {
+/* bytes of one super-block of 16 rows, without its d (and dmin) */
+INLINE size_t kq_body_bytes(int kind) {
     switch (kind) {
-    case KQ_Q6_K: return 3072;
-    case KQ_Q2_K:
-    case KQ_Q3_K:
+    case KQ_Q4_K: return 4 * 576;
+    case KQ_Q5_K: return 4 * 704;
+    case KQ_Q6_K: return 4 * 832;
+    case KQ_IQ4_XS: return 2 * 1088;
+    case KQ_Q2_K: return 2 * 640;
+    case KQ_Q3_K: return 512 + 2 * 640;
     case KQ_TQ2_0: return 1024;
-    case KQ_TQ1_0: return 832;
-    default: return 2048;
+    default: return 832; /* TQ1_0 */
     }
 }
+/* d halves of 16 rows, then dmin halves for the types that have them */
 INLINE size_t kq_d_bytes(int kind) { return kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K ? 64 : 32; }
-INLINE size_t kq_sc_bytes(int kind) {
-    return kind == KQ_IQ4_XS ? 128 : kind == KQ_TQ2_0 || kind == KQ_TQ1_0 ? 0 : 256;
+INLINE int kq_group(int kind) { return (kq_body_bytes(kind) + kq_d_bytes(kind)) % 64 ? 2 : 1; }
+/* A group is [d of its G super-blocks][their bodies]: the d are read at the
+ * end of each super-block, from lines the stream has just passed. */
+INLINE uint8_t *kq_group_at(int kind, const void *panel, int64_t sb) {
+    const int64_t G = kq_group(kind);
+    return (uint8_t *)panel + (size_t)(sb / G) * (size_t)G * (kq_body_bytes(kind) + kq_d_bytes(kind));
 }
-INLINE size_t kq_h_bytes(int kind) { return kind == KQ_Q5_K || kind == KQ_Q3_K ? 512 : 0; }
-INLINE size_t kq_block_bytes(int kind) { return kq_code_bytes(kind) + kq_d_bytes(kind) + kq_sc_bytes(kind) + kq_h_bytes(kind); }
-/* Super-blocks in groups (1 for Q4_K/Q5_K/Q2_K, 2 for the others, whose
- * single super-block is not a whole number of cache lines): [codes x G][d x G]
- * [sc x G][qh x G]. One sequential stream, every group 64-byte aligned. */
-enum { KQ_CODES, KQ_D, KQ_SC, KQ_H };
-INLINE int kq_group(int kind) { return kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K ? 1 : 2; }
-INLINE uint8_t *kq_at(int kind, const void *panel, int64_t sb, int part) {
-    const size_t G = (size_t)kq_group(kind), i = (size_t)sb % G;
-    uint8_t *g = (uint8_t *)panel + (size_t)(sb / (int64_t)G) * G * kq_block_bytes(kind);
-    const size_t cb = kq_code_bytes(kind), db = kq_d_bytes(kind), sc = kq_sc_bytes(kind);
-    switch (part) {
-    case KQ_CODES: return g + i * cb;
-    case KQ_D: return g + G * cb + i * db;
-    case KQ_SC: return g + G * (cb + db) + i * sc;
-    default: return g + G * (cb + db + sc) + i * kq_h_bytes(kind);
-    }
+INLINE uint8_t *kq_sb(int kind, const void *panel, int64_t sb) {
+    const int64_t G = kq_group(kind);
+    return kq_group_at(kind, panel, sb) + (size_t)G * kq_d_bytes(kind) + (size_t)(sb % G) * kq_body_bytes(kind);
+}
+INLINE uint8_t *kq_d(int kind, const void *panel, int64_t sb) {
+    return kq_group_at(kind, panel, sb) + (size_t)(sb % kq_group(kind)) * kq_d_bytes(kind);
 }
 
 static void q4k_scale_min(const uint8_t *q, int s, uint8_t *sc, uint8_t *mn) {
@@ -362,20 +377,24 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
     }
     for (int64_t sb = 0; sb < nsb; sb++) {
         const char *blk = (const char *)rows + (size_t)sb * bsize;
-        uint8_t *C = kq_at(kind, panel, sb, KQ_CODES), *D = kq_at(kind, panel, sb, KQ_D);
-        uint8_t *S = kq_at(kind, panel, sb, KQ_SC), *H = kq_at(kind, panel, sb, KQ_H);
+        uint8_t *B = kq_sb(kind, panel, sb), *D = kq_d(kind, panel, sb);
         switch (kind) {
         case KQ_Q4_K:
         case KQ_Q5_K: {
+            const size_t unit = kind == KQ_Q4_K ? 576 : 704;
             const size_t off_qs = kind == KQ_Q4_K ? offsetof(ob_block_q4_K, qs) : offsetof(ob_block_q5_K, qs);
             for (int p = 0; p < 4; p++)
-                for (int j = 0; j < 8; j++) gather_chunk(blk, rb, off_qs + 32 * (size_t)p + 4 * (size_t)j, 0, C + 64 * (size_t)(8 * p + j));
+                for (int j = 0; j < 8; j++)
+                    gather_chunk(blk, rb, off_qs + 32 * (size_t)p + 4 * (size_t)j, 0, B + unit * (size_t)p + 64 * (size_t)j);
             for (int r = 0; r < OB_PANEL; r++) {
                 const char *x = ROW(blk, rb, r);
                 const uint8_t *scales = (const uint8_t *)x + 4; /* after d, dmin */
                 memcpy(D + 2 * r, x, 2);
                 memcpy(D + 32 + 2 * r, x + 2, 2);
-                for (int s = 0; s < 8; s++) q4k_scale_min(scales, s, &S[16 * s + r], &S[128 + 16 * s + r]);
+                for (int s = 0; s < 8; s++) {
+                    uint8_t *U = B + unit * (size_t)(s / 2) + 512;
+                    q4k_scale_min(scales, s, &U[16 * (s % 2) + r], &U[32 + 16 * (s % 2) + r]);
+                }
                 if (kind == KQ_Q5_K) {
                     const uint8_t *qh = ((const ob_block_q5_K *)(const void *)x)->qh;
                     for (int p = 0; p < 4; p++)
@@ -387,7 +406,7 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
                                     b |= (uint8_t)(((qh[l] >> (2 * p)) & 1) << m);
                                     b |= (uint8_t)(((qh[l] >> (2 * p + 1)) & 1) << (4 + m));
                                 }
-                                H[128 * p + 64 * v + 4 * r + i] = b;
+                                B[unit * (size_t)p + 576 + 64 * (size_t)v + 4 * (size_t)r + (size_t)i] = b;
                             }
                 }
             }
@@ -397,7 +416,6 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
             for (int r = 0; r < OB_PANEL; r++) {
                 const ob_block_q6_K *x = (const ob_block_q6_K *)(const void *)ROW(blk, rb, r);
                 memcpy(D + 2 * r, &x->d, 2);
-                for (int s = 0; s < 16; s++) S[16 * s + r] = (uint8_t)x->scales[s];
                 /* the row's 256 codes, low 4 and high 2 bits apart */
                 uint8_t lo4[256], hi2[256];
                 for (int h = 0; h < 2; h++)
@@ -408,41 +426,59 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
                             hi2[e] = (uint8_t)((x->qh[32 * h + l] >> (2 * k)) & 3);
                         }
                 for (int s = 0; s < 16; s++) {
-                    uint8_t *sub = C + 192 * (size_t)s + 4 * r;
+                    uint8_t *U = B + 832 * (size_t)(s / 4);
+                    uint8_t *sub = U + 192 * (size_t)(s % 4) + 4 * r;
                     const uint8_t *L = lo4 + 16 * s, *Hh = hi2 + 16 * s;
                     for (int i = 0; i < 4; i++) {
                         sub[i] = (uint8_t)(L[i] | L[4 + i] << 4);
                         sub[64 + i] = (uint8_t)(L[8 + i] | L[12 + i] << 4);
                         sub[128 + i] = (uint8_t)(Hh[i] | Hh[4 + i] << 2 | Hh[8 + i] << 4 | Hh[12 + i] << 6);
                     }
+                    U[768 + 16 * (s % 4) + r] = (uint8_t)x->scales[s];
+                }
+            }
+            break;
+        case KQ_IQ4_XS:
+            for (int s = 0; s < 8; s++)
+                for (int c = 0; c < 4; c++)
+                    gather_chunk(blk, rb, offsetof(ob_block_iq4_xs, qs) + 16 * (size_t)s + 4 * (size_t)c, 0,
+                                 B + 1088 * (size_t)(s / 4) + 256 * (size_t)(s % 4) + 64 * (size_t)c);
+            for (int r = 0; r < OB_PANEL; r++) {
+                const ob_block_iq4_xs *x = (const ob_block_iq4_xs *)(const void *)ROW(blk, rb, r);
+                memcpy(D + 2 * r, &x->d, 2);
+                for (int s = 0; s < 8; s++) {
+                    const int ls = ((x->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((x->scales_h >> (2 * s)) & 3) << 4;
+                    B[1088 * (size_t)(s / 4) + 1024 + 16 * (size_t)(s % 4) + (size_t)r] = (uint8_t)(int8_t)(ls - 32);
                 }
             }
             break;
         case KQ_Q2_K:
         case KQ_Q3_K:
         case KQ_TQ2_0: {
-            /* 2-bit codes: chunk (h, c) = the rows' qs[32h+4c..+3]; bits 2k of
-             * byte i are element 128h + 32k + 4c + i */
             const size_t off_qs = kind == KQ_Q2_K ? offsetof(ob_block_q2_K, qs)
                                 : kind == KQ_Q3_K ? offsetof(ob_block_q3_K, qs)
                                                   : offsetof(ob_block_tq2_0, qs);
-            for (int j = 0; j < 16; j++) gather_chunk(blk, rb, off_qs + 4 * (size_t)j, 0, C + 64 * (size_t)j);
-            if (kind == KQ_Q3_K) /* hmask chunks: bit k' of byte i of chunk c = bit 2 of element 32k' + 4c + i */
-                for (int j = 0; j < 8; j++) gather_chunk(blk, rb, offsetof(ob_block_q3_K, hmask) + 4 * (size_t)j, 0, H + 64 * (size_t)j);
+            uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
+            const size_t unit = kind == KQ_TQ2_0 ? 512 : 640;
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++)
+                    gather_chunk(blk, rb, off_qs + 32 * (size_t)h + 4 * (size_t)c, 0, U0 + unit * (size_t)h + 64 * (size_t)c);
+            if (kind == KQ_Q3_K)
+                for (int c = 0; c < 8; c++) gather_chunk(blk, rb, offsetof(ob_block_q3_K, hmask) + 4 * (size_t)c, 0, B + 64 * (size_t)c);
             for (int r = 0; r < OB_PANEL; r++) {
                 const char *x = ROW(blk, rb, r);
                 if (kind == KQ_Q2_K) {
                     const ob_block_q2_K *q2 = (const ob_block_q2_K *)(const void *)x;
                     memcpy(D + 2 * r, &q2->d, 2);
                     memcpy(D + 32 + 2 * r, &q2->dmin, 2);
-                    for (int sb2 = 0; sb2 < 16; sb2++) S[16 * sb2 + r] = q2->scales[sb2];
+                    for (int s = 0; s < 16; s++) U0[unit * (size_t)(s / 8) + 512 + 16 * (size_t)(s % 8) + (size_t)r] = q2->scales[s];
                 } else if (kind == KQ_Q3_K) {
                     const ob_block_q3_K *q3 = (const ob_block_q3_K *)(const void *)x;
                     memcpy(D + 2 * r, &q3->d, 2);
-                    for (int sb2 = 0; sb2 < 16; sb2++) {
-                        const int lo = sb2 < 8 ? q3->scales[sb2] & 0x0f : q3->scales[sb2 - 8] >> 4;
-                        const int hi = (q3->scales[8 + sb2 % 4] >> (2 * (sb2 / 4))) & 3;
-                        S[16 * sb2 + r] = (uint8_t)(int8_t)((lo | hi << 4) - 32);
+                    for (int s = 0; s < 16; s++) {
+                        const int lo = s < 8 ? q3->scales[s] & 0x0f : q3->scales[s - 8] >> 4;
+                        const int hi = (q3->scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+                        U0[unit * (size_t)(s / 8) + 512 + 16 * (size_t)(s % 8) + (size_t)r] = (uint8_t)(int8_t)((lo | hi << 4) - 32);
                     }
                 } else {
                     memcpy(D + 2 * r, &((const ob_block_tq2_0 *)(const void *)x)->d, 2);
@@ -450,26 +486,10 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
             }
             break;
         }
-        case KQ_TQ1_0:
-            /* 13 chunks of the rows' bytes: qs[4j..] (j 0..7), qs[32+4j..]
-             * (j 0..3), qh; digits are decoded in the kernel */
-            for (int j = 0; j < 12; j++) gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qs) + 4 * (size_t)j, 0, C + 64 * (size_t)j);
-            gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qh), 0, C + 64 * 12);
+        default: /* TQ1_0 */
+            for (int j = 0; j < 12; j++) gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qs) + 4 * (size_t)j, 0, B + 64 * (size_t)j);
+            gather_chunk(blk, rb, offsetof(ob_block_tq1_0, qh), 0, B + 64 * 12);
             for (int r = 0; r < OB_PANEL; r++) memcpy(D + 2 * r, &((const ob_block_tq1_0 *)(const void *)ROW(blk, rb, r))->d, 2);
-            break;
-        default: /* IQ4_XS */
-            for (int s = 0; s < 8; s++)
-                for (int c = 0; c < 4; c++)
-                    gather_chunk(blk, rb, offsetof(ob_block_iq4_xs, qs) + 16 * (size_t)s + 4 * (size_t)c, 0,
-                                 C + 64 * (size_t)(4 * s + c));
-            for (int r = 0; r < OB_PANEL; r++) {
-                const ob_block_iq4_xs *x = (const ob_block_iq4_xs *)(const void *)ROW(blk, rb, r);
-                memcpy(D + 2 * r, &x->d, 2);
-                for (int s = 0; s < 8; s++) {
-                    const int ls = ((x->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((x->scales_h >> (2 * s)) & 3) << 4;
-                    S[16 * s + r] = (uint8_t)(int8_t)(ls - 32);
-                }
-            }
             break;
         }
     }
@@ -478,18 +498,30 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
 INLINE __m512i load_u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 INLINE __m512i load_i8x16(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 
+/* the minimum term of Q4_K/Q5_K/Q2_K: 16-bit dot of the rows' mins (pairs of
+ * sub-blocks in the two halves of each lane) with the activation sums */
+INLINE __m512i mins_dot(const __m512i mnp[8], int npairs, const int16_t *sums) {
+    __m512i ms = _mm512_setzero_si512();
+    for (int q = 0; q < npairs; q++) {
+        int32_t pair;
+        memcpy(&pair, sums + 2 * q, 4);
+        ms = _mm512_dpwssd_epi32(ms, mnp[q], _mm512_set1_epi32(pair));
+    }
+    return ms;
+}
+
 INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
                          float *out, size_t os) {
     const int64_t nsb = n / OB_QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m3 = _mm512_set1_epi8(3), m04 = _mm512_set1_epi8(4);
     uint8_t lut_b[16];
     for (int i = 0; i < 16; i++) lut_b[i] = (uint8_t)(ob_iq4nl_values[i] + 128);
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut_b));
     __m512 acc[8];
     for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *C = kq_at(kind, panel, i, KQ_CODES), *D = kq_at(kind, panel, i, KQ_D);
-        const uint8_t *S = kq_at(kind, panel, i, KQ_SC), *H = kq_at(kind, panel, i, KQ_H);
+        const uint8_t *B = kq_sb(kind, panel, i), *D = kq_d(kind, panel, i);
         const ob_act_q8K *a[8];
         __m512i isum[8];
 #pragma GCC unroll 8
@@ -497,22 +529,98 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
             a[t] = (const ob_act_q8K *)(const void *)(act + (size_t)t * as) + i;
             isum[t] = _mm512_setzero_si512();
         }
-        if (kind == KQ_Q2_K || kind == KQ_Q3_K) {
-            const __m512i m3 = _mm512_set1_epi8(3), m04 = _mm512_set1_epi8(4);
+        __m512i mnp[8]; /* mins as int16 pairs (Q4_K, Q5_K: 4 pairs; Q2_K: 8) */
+        if (kind == KQ_Q4_K || kind == KQ_Q5_K) {
+            const size_t unit = kind == KQ_Q4_K ? 576 : 704;
+            for (int s = 0; s < 8; s++) {
+                const uint8_t *U = B + unit * (size_t)(s / 2);
+                const int hi_half = s % 2;
+                const __m512i scv = load_u8x16(U + 512 + 16 * hi_half);
+                __m512i ia[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) ia[t] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) {
+                    const __m512i raw = _mm512_load_si512((const void *)(U + 64 * j));
+                    __m512i w;
+                    if (kind == KQ_Q5_K) {
+                        const __m512i hv = _mm512_load_si512((const void *)(U + 576 + 64 * (j / 4)));
+                        const __m512i tj = _mm512_srli_epi16(hv, (unsigned)(j % 4));
+                        w = hi_half ? or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10))
+                                    : or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
+                    } else {
+                        w = hi_half ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4) : _mm512_and_si512(raw, m4);
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) ia[t] = _mm512_dpbusd_epi32(ia[t], w, bcast32(a[t]->qs + 32 * s + 4 * j));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
+            }
+            for (int q = 0; q < 4; q++) {
+                const uint8_t *U = B + unit * (size_t)q + 544;
+                mnp[q] = _mm512_or_si512(load_u8x16(U), _mm512_slli_epi32(load_u8x16(U + 16), 16));
+            }
+        } else if (kind == KQ_IQ4_XS) {
+            for (int s = 0; s < 8; s++) {
+                const uint8_t *U = B + 1088 * (size_t)(s / 4);
+                const uint8_t *C = U + 256 * (size_t)(s % 4);
+                const __m512i scv = load_i8x16(U + 1024 + 16 * (s % 4));
+                __m512i ia[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) ia[t] = _mm512_set1_epi32(-128 * a[t]->bsum32[s]);
+                for (int c = 0; c < 4; c++) {
+                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * c));
+                    const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+                    const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *aq = a[t]->qs + 32 * s + 4 * c;
+                        ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(aq));
+                        ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(aq + 16));
+                    }
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
+            }
+        } else if (kind == KQ_Q6_K) {
+            for (int s = 0; s < 16; s++) {
+                const uint8_t *U = B + 832 * (size_t)(s / 4), *sb = U + 192 * (size_t)(s % 4);
+                const __m512i n0 = _mm512_load_si512((const void *)sb), n1 = _mm512_load_si512((const void *)(sb + 64));
+                const __m512i h = _mm512_load_si512((const void *)(sb + 128));
+                __m512i c[4];
+                c[0] = or_and(n0, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+                c[1] = or_and(_mm512_srli_epi16(n0, 4), m4, _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+                c[2] = or_and(n1, m4, _mm512_and_si512(h, m30));
+                c[3] = or_and(_mm512_srli_epi16(n1, 4), m4, _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+                const __m512i scv = load_i8x16(U + 768 + 16 * (s % 4));
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *aq = a[t]->qs + 16 * s;
+                    __m512i ia = _mm512_set1_epi32(-32 * a[t]->bsums[s]);
+                    ia = _mm512_dpbusd_epi32(ia, c[0], bcast32(aq));
+                    ia = _mm512_dpbusd_epi32(ia, c[1], bcast32(aq + 4));
+                    ia = _mm512_dpbusd_epi32(ia, c[2], bcast32(aq + 8));
+                    ia = _mm512_dpbusd_epi32(ia, c[3], bcast32(aq + 12));
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia, scv));
+                }
+            }
+        } else if (kind == KQ_Q2_K || kind == KQ_Q3_K) {
+            const uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
             for (int s = 0; s < 16; s++) {
                 const int h = s / 8, kk = (s % 8) / 2, half = s % 2;
-                const __m512i sraw = load_u8x16(S + 16 * s);
-                const __m512i scv = kind == KQ_Q2_K ? _mm512_and_si512(sraw, _mm512_set1_epi32(15)) : load_i8x16(S + 16 * s);
+                const uint8_t *U = U0 + 640 * (size_t)h;
+                const uint8_t *sp = U + 512 + 16 * (s % 8);
+                const __m512i scv = kind == KQ_Q2_K ? _mm512_and_si512(load_u8x16(sp), _mm512_set1_epi32(15)) : load_i8x16(sp);
                 __m512i ia[8];
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++)
                     ia[t] = kind == KQ_Q3_K ? _mm512_set1_epi32(-4 * a[t]->bsums[s]) : _mm512_setzero_si512();
                 for (int c = 4 * half; c < 4 * half + 4; c++) {
-                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (8 * h + c)));
+                    const __m512i raw = _mm512_load_si512((const void *)(U + 64 * c));
                     __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
                     if (kind == KQ_Q3_K) {
                         /* bit 4h+kk of the hmask chunk becomes bit 2 of the code */
-                        const __m512i hv = _mm512_load_si512((const void *)(H + 64 * c));
+                        const __m512i hv = _mm512_load_si512((const void *)(B + 64 * c));
                         const int sh = 4 * h + kk;
                         const __m512i hb = sh >= 2 ? _mm512_srli_epi16(hv, (unsigned)(sh - 2)) : _mm512_slli_epi16(hv, (unsigned)(2 - sh));
                         w = _mm512_ternarylogic_epi32(w, hb, m04, 0xF8); /* w | (hb & 4) */
@@ -524,8 +632,14 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
             }
-        } else if (kind == KQ_TQ2_0 || kind == KQ_TQ1_0) {
-            /* codes are value + 1: start each sum at -sum(a) */
+            if (kind == KQ_Q2_K)
+                for (int q = 0; q < 8; q++) {
+                    const uint8_t *sp = U0 + 640 * (size_t)(q / 4) + 512 + 32 * (size_t)(q % 4);
+                    mnp[q] = _mm512_or_si512(_mm512_srli_epi32(load_u8x16(sp), 4),
+                                             _mm512_slli_epi32(_mm512_srli_epi32(load_u8x16(sp + 16), 4), 16));
+                }
+        } else {
+            /* TQ2_0, TQ1_0: codes are value + 1, so each sum starts at -sum(a) */
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 int tot = 0;
@@ -533,10 +647,9 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                 isum[t] = _mm512_set1_epi32(-tot);
             }
             if (kind == KQ_TQ2_0) {
-                const __m512i m3 = _mm512_set1_epi8(3);
                 for (int j = 0; j < 16; j++) {
                     const int h = j / 8, c = j % 8;
-                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * j));
+                    const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
                     for (int kk = 0; kk < 4; kk++) {
                         const __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
 #pragma GCC unroll 8
@@ -547,7 +660,7 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
             } else {
                 static const short pow3[5] = {1, 3, 9, 27, 81};
                 for (int j = 0; j < 13; j++) {
-                    const __m512i raw = _mm512_load_si512((const void *)(C + 64 * j));
+                    const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
                     const int ndig = j < 12 ? 5 : 4;
                     for (int dg = 0; dg < ndig; dg++) {
                         /* digit dg of each byte: (byte * 3^dg mod 256) * 3 >> 8, i.e. 0, 1 or 2
@@ -567,100 +680,13 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                     }
                 }
             }
-        } else if (kind == KQ_Q6_K) {
-            for (int s = 0; s < 16; s++) {
-                const uint8_t *sb = C + 192 * s;
-                const __m512i n0 = _mm512_load_si512((const void *)sb), n1 = _mm512_load_si512((const void *)(sb + 64));
-                const __m512i h = _mm512_load_si512((const void *)(sb + 128));
-                __m512i c[4];
-                c[0] = or_and(n0, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
-                c[1] = or_and(_mm512_srli_epi16(n0, 4), m4, _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
-                c[2] = or_and(n1, m4, _mm512_and_si512(h, m30));
-                c[3] = or_and(_mm512_srli_epi16(n1, 4), m4, _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
-                const __m512i scv = load_i8x16(S + 16 * s);
-#pragma GCC unroll 8
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *aq = a[t]->qs + 16 * s;
-                    __m512i ia = _mm512_set1_epi32(-32 * a[t]->bsums[s]);
-                    ia = _mm512_dpbusd_epi32(ia, c[0], bcast32(aq));
-                    ia = _mm512_dpbusd_epi32(ia, c[1], bcast32(aq + 4));
-                    ia = _mm512_dpbusd_epi32(ia, c[2], bcast32(aq + 8));
-                    ia = _mm512_dpbusd_epi32(ia, c[3], bcast32(aq + 12));
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia, scv));
-                }
-            }
-        } else {
-            for (int s = 0; s < 8; s++) {
-                const __m512i scv = kind == KQ_IQ4_XS ? load_i8x16(S + 16 * s) : load_u8x16(S + 16 * s);
-                __m512i ia[8];
-#pragma GCC unroll 8
-                for (int t = 0; t < NT; t++)
-                    ia[t] = kind == KQ_IQ4_XS ? _mm512_set1_epi32(-128 * a[t]->bsum32[s]) : _mm512_setzero_si512();
-                if (kind == KQ_IQ4_XS) {
-                    for (int c = 0; c < 4; c++) {
-                        const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (4 * s + c)));
-                        const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
-                        const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
-#pragma GCC unroll 8
-                        for (int t = 0; t < NT; t++) {
-                            const int8_t *aq = a[t]->qs + 32 * s + 4 * c;
-                            ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(aq));
-                            ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast32(aq + 16));
-                        }
-                    }
-                } else {
-                    const int p = s / 2, hi_half = s % 2;
-                    for (int j = 0; j < 8; j++) {
-                        const __m512i raw = _mm512_load_si512((const void *)(C + 64 * (8 * p + j)));
-                        __m512i w;
-                        if (kind == KQ_Q5_K) {
-                            const __m512i hv = _mm512_loadu_si512((const void *)(H + 128 * p + 64 * (j / 4)));
-                            const __m512i tj = _mm512_srli_epi16(hv, (unsigned)(j % 4));
-                            w = hi_half ? or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10))
-                                        : or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
-                        } else {
-                            w = hi_half ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4) : _mm512_and_si512(raw, m4);
-                        }
-#pragma GCC unroll 8
-                        for (int t = 0; t < NT; t++) ia[t] = _mm512_dpbusd_epi32(ia[t], w, bcast32(a[t]->qs + 32 * s + 4 * j));
-                    }
-                }
-#pragma GCC unroll 8
-                for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
-            }
         }
         const __m512 d = load_h16(D);
-        if (kind == KQ_Q2_K) {
+        if (kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K) {
             const __m512 dmin = load_h16(D + 32);
-            __m512i mnp[8];
-            for (int q = 0; q < 8; q++)
-                mnp[q] = _mm512_or_si512(_mm512_srli_epi32(load_u8x16(S + 32 * q), 4),
-                                         _mm512_slli_epi32(_mm512_srli_epi32(load_u8x16(S + 32 * q + 16), 4), 16));
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
-                __m512i ms = _mm512_setzero_si512();
-                for (int q = 0; q < 8; q++) {
-                    int32_t pair;
-                    memcpy(&pair, a[t]->bsums + 2 * q, 4);
-                    ms = _mm512_dpwssd_epi32(ms, mnp[q], _mm512_set1_epi32(pair));
-                }
-                const __m512 da = _mm512_set1_ps(a[t]->d);
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, da), acc[t]);
-                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc[t]);
-            }
-        } else if (kind == KQ_Q4_K || kind == KQ_Q5_K) {
-            const __m512 dmin = load_h16(D + 32);
-            __m512i mnp[4];
-            for (int q = 0; q < 4; q++)
-                mnp[q] = _mm512_or_si512(load_u8x16(S + 128 + 32 * q), _mm512_slli_epi32(load_u8x16(S + 128 + 32 * q + 16), 16));
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; t++) {
-                __m512i ms = _mm512_setzero_si512();
-                for (int q = 0; q < 4; q++) {
-                    int32_t pair;
-                    memcpy(&pair, a[t]->bsum32 + 2 * q, 4);
-                    ms = _mm512_dpwssd_epi32(ms, mnp[q], _mm512_set1_epi32(pair));
-                }
+                const __m512i ms = kind == KQ_Q2_K ? mins_dot(mnp, 8, a[t]->bsums) : mins_dot(mnp, 4, a[t]->bsum32);
                 const __m512 da = _mm512_set1_ps(a[t]->d);
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, da), acc[t]);
                 acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc[t]);
@@ -685,7 +711,7 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
     static void pack_##name(const void *rows, size_t rb, int64_t n, void *panel) { pack_kq(kind, rows, rb, n, panel); } \
     static size_t bytes_##name(int64_t n) {                                                                   \
         const int64_t g = kq_group(kind);                                                                     \
-        return (size_t)((n / OB_QK_K + g - 1) / g * g) * kq_block_bytes(kind);                                \
+        return (size_t)((n / OB_QK_K + g - 1) / g * g) * (kq_body_bytes(kind) + kq_d_bytes(kind));             \
     }
 
 DEF_KQ(q4_K, KQ_Q4_K)
@@ -847,8 +873,10 @@ static void gemm_bf16_f32(int64_t n, const void *p, const void *act, size_t as, 
  * Scores: 2 query rows x 8 keys per step, 16 accumulators of 16 lanes over
  * the head dimension, then one transposing reduction turns the 16 vectors
  * into the 16 dot products (3 adds/shuffles per dot instead of a full
- * horizontal sum each). P.V: 2 rows x 64 output columns stay in registers
- * while the keys stream by, each V row load feeding both rows.
+ * horizontal sum each). P.V: up to 4 rows x 64 output columns stay in
+ * registers while the keys stream by, each V row load feeding every row.
+ * Both read F32 rows or F16 rows straight from the cache (vcvtph2ps on the
+ * loaded vector), so an F16 cache is never copied out to floats.
  * ====================================================================== */
 
 /* lanes of the result: sum of v[0], v[1], ..., v[15] in order */
@@ -870,22 +898,29 @@ INLINE __m512 load_d(const float *p, int i, int d) {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << (d - i)) - 1), p + i);
 }
 
-static void attn_qk_512(const float *q, int M, size_t ldq, const float *k, size_t kstride, int nk, int d, float *s,
-                        size_t lds) {
-    int m = 0;
-    for (; m < M; m += 2) {
+/* 16 elements of a key/value row from column i (F32 or F16 rows). */
+INLINE __m512 load_kv(const int half, const void *row, int i, int d) {
+    if (!half) return load_d((const float *)row, i, d);
+    const uint16_t *h = (const uint16_t *)row + i;
+    if (i + 16 <= d) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << (d - i)) - 1), h));
+}
+
+INLINE void qk_body(const int half, const float *q, int M, size_t ldq, const void *k, size_t kstride, int nk, int d,
+                    float *s, size_t lds) {
+    for (int m = 0; m < M; m += 2) {
         const int two = m + 1 < M;
         const float *q0 = q + (size_t)m * ldq, *q1 = two ? q0 + ldq : q0;
         int j = 0;
         for (; j + 8 <= nk; j += 8) {
             __m512 acc[16];
             for (int a = 0; a < 16; a++) acc[a] = _mm512_setzero_ps();
-            const float *kr[8];
-            for (int b = 0; b < 8; b++) kr[b] = (const float *)(const void *)((const char *)k + (size_t)(j + b) * kstride);
+            const char *kr = (const char *)k + (size_t)j * kstride;
             for (int i = 0; i < d; i += 16) {
                 const __m512 a0 = load_d(q0, i, d), a1 = load_d(q1, i, d);
+#pragma GCC unroll 8
                 for (int b = 0; b < 8; b++) {
-                    const __m512 kv = load_d(kr[b], i, d);
+                    const __m512 kv = load_kv(half, kr + (size_t)b * kstride, i, d);
                     acc[b] = _mm512_fmadd_ps(a0, kv, acc[b]);
                     acc[8 + b] = _mm512_fmadd_ps(a1, kv, acc[8 + b]);
                 }
@@ -895,10 +930,10 @@ static void attn_qk_512(const float *q, int M, size_t ldq, const float *k, size_
             if (two) _mm256_storeu_ps(s + (size_t)(m + 1) * lds + j, _mm512_extractf32x8_ps(r, 1));
         }
         for (; j < nk; j++) {
-            const float *kr = (const float *)(const void *)((const char *)k + (size_t)j * kstride);
+            const char *kr = (const char *)k + (size_t)j * kstride;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0;
             for (int i = 0; i < d; i += 16) {
-                const __m512 kv = load_d(kr, i, d);
+                const __m512 kv = load_kv(half, kr, i, d);
                 a0 = _mm512_fmadd_ps(load_d(q0, i, d), kv, a0);
                 a1 = _mm512_fmadd_ps(load_d(q1, i, d), kv, a1);
             }
@@ -908,61 +943,92 @@ static void attn_qk_512(const float *q, int M, size_t ldq, const float *k, size_
     }
 }
 
-/* 4 rows x NV*16 columns starting at column i; rows past `rows` alias the
- * first and are not stored. NV is a constant at every call, so the 16
- * accumulators stay in registers. */
-INLINE void pv_tile(const int NV, const float *const pr[4], float *const orow[4], int rows, const float *v,
-                    size_t vstride, int nk, int i, int d) {
+static void attn_qk_512(const float *q, int M, size_t ldq, const float *k, size_t kstride, int nk, int d, float *s,
+                        size_t lds) {
+    qk_body(0, q, M, ldq, k, kstride, nk, d, s, lds);
+}
+static void attn_qk_f16_512(const float *q, int M, size_t ldq, const uint16_t *k, size_t kstride, int nk, int d,
+                            float *s, size_t lds) {
+    qk_body(1, q, M, ldq, k, kstride, nk, d, s, lds);
+}
+
+/* R rows x NV*16 columns starting at column i. R and NV are constants at
+ * every call, so the R*NV accumulators stay in registers. */
+INLINE void pv_tile(const int half, const int R, const int NV, const float *p, size_t ldp, float *o, size_t ldo,
+                    const void *v, size_t vstride, int nk, int i, int d) {
     __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NV; c++) acc[r][c] = load_d(orow[r], i + 16 * c, d);
     const __mmask16 tail = i + 16 * NV <= d ? (__mmask16)0xffff : (__mmask16)((1u << ((d - i) % 16)) - 1);
-    for (int j = 0; j < nk; j++) {
-        const float *vr = (const float *)(const void *)((const char *)v + (size_t)j * vstride) + i;
-        __m512 vv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < NV; c++)
-            vv[c] = c == NV - 1 ? _mm512_maskz_loadu_ps(tail, vr + 16 * c) : _mm512_loadu_ps(vr + 16 * c);
+            acc[r][c] = _mm512_maskz_loadu_ps(c == NV - 1 ? tail : (__mmask16)0xffff, o + (size_t)r * ldo + i + 16 * c);
+    for (int j = 0; j < nk; j++) {
+        const char *vr = (const char *)v + (size_t)j * vstride;
+        __m512 vv[4];
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const __m512 wr = _mm512_set1_ps(pr[r][j]);
+        for (int c = 0; c < NV; c++) vv[c] = load_kv(half, vr, i + 16 * c, d);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 wr = _mm512_set1_ps(p[(size_t)r * ldp + (size_t)j]);
 #pragma GCC unroll 4
             for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(wr, vv[c], acc[r][c]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-        if (r >= rows) break;
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < NV; c++)
-            _mm512_mask_storeu_ps(orow[r] + i + 16 * c, c == NV - 1 ? tail : (__mmask16)0xffff, acc[r][c]);
+            _mm512_mask_storeu_ps(o + (size_t)r * ldo + i + 16 * c, c == NV - 1 ? tail : (__mmask16)0xffff, acc[r][c]);
+}
+
+INLINE void pv_rows(const int half, const int R, const float *p, size_t ldp, float *o, size_t ldo, const void *v,
+                    size_t vstride, int nk, int d) {
+    int i = 0;
+    for (; i + 64 <= d; i += 64) pv_tile(half, R, 4, p, ldp, o, ldo, v, vstride, nk, i, d);
+    switch ((d - i + 15) / 16) {
+    case 3: pv_tile(half, R, 3, p, ldp, o, ldo, v, vstride, nk, i, d); break;
+    case 2: pv_tile(half, R, 2, p, ldp, o, ldo, v, vstride, nk, i, d); break;
+    case 1: pv_tile(half, R, 1, p, ldp, o, ldo, v, vstride, nk, i, d); break;
+    default: break;
     }
+}
+
+/* Rows in groups of 4, then 2, then 1: each V row load feeds every row of
+ * the group. */
+INLINE void pv_body(const int half, const float *p, int M, size_t ldp, const void *v, size_t vstride, int nk, int d,
+                    float *o, size_t ldo) {
+    int m = 0;
+    for (; m + 4 <= M; m += 4) pv_rows(half, 4, p + (size_t)m * ldp, ldp, o + (size_t)m * ldo, ldo, v, vstride, nk, d);
+    if (m + 2 <= M) {
+        pv_rows(half, 2, p + (size_t)m * ldp, ldp, o + (size_t)m * ldo, ldo, v, vstride, nk, d);
+        m += 2;
+    }
+    if (m < M) pv_rows(half, 1, p + (size_t)m * ldp, ldp, o + (size_t)m * ldo, ldo, v, vstride, nk, d);
 }
 
 static void attn_pv_512(const float *p, int M, size_t ldp, const float *v, size_t vstride, int nk, int d, float *o,
                         size_t ldo) {
-    for (int m = 0; m < M; m += 4) {
-        const int rows = M - m < 4 ? M - m : 4;
-        const float *pr[4];
-        float *orow[4];
-        for (int r = 0; r < 4; r++) {
-            pr[r] = p + (size_t)(m + (r < rows ? r : 0)) * ldp;
-            orow[r] = o + (size_t)(m + (r < rows ? r : 0)) * ldo;
-        }
-        int i = 0;
-        for (; i + 64 <= d; i += 64) pv_tile(4, pr, orow, rows, v, vstride, nk, i, d);
-        switch ((d - i + 15) / 16) {
-        case 3: pv_tile(3, pr, orow, rows, v, vstride, nk, i, d); break;
-        case 2: pv_tile(2, pr, orow, rows, v, vstride, nk, i, d); break;
-        case 1: pv_tile(1, pr, orow, rows, v, vstride, nk, i, d); break;
-        default: break;
-        }
-    }
+    pv_body(0, p, M, ldp, v, vstride, nk, d, o, ldo);
+}
+static void attn_pv_f16_512(const float *p, int M, size_t ldp, const uint16_t *v, size_t vstride, int nk, int d,
+                            float *o, size_t ldo) {
+    pv_body(1, p, M, ldp, v, vstride, nk, d, o, ldo);
 }
 
 /* ====================================================================== */
+
+static void f16_to_f32_512(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + i))));
+        _mm512_storeu_ps(y + i + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + i + 16))));
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+    }
+}
 
 static void to_bf16(const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
@@ -979,6 +1045,9 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f) {
     const int vnni = f->avx512vnni, bf16 = f->avx512bf16;
     k->attn_qk = attn_qk_512;
     k->attn_pv = attn_pv_512;
+    k->attn_qk_f16 = attn_qk_f16_512;
+    k->attn_pv_f16 = attn_pv_f16_512;
+    k->f16_to_f32 = f16_to_f32_512;
 #define PACK(T, name, fmt) \
     k->mm[T].packed_act = fmt, k->mm[T].panel_bytes = bytes_##name, k->mm[T].pack = pack_##name, k->mm[T].gemm = gemm_##name
     if (vnni) {

@@ -73,6 +73,8 @@ typedef struct cpu_backend {
     int64_t rope_n;
     ob_rope_params rope_p;
     bool rope_valid;
+    float *split;            /* split-K attention partials */
+    size_t split_bytes;
 } cpu_backend;
 
 static cpu_backend *cpu(ob_backend *b) { return (cpu_backend *)b; }
@@ -635,6 +637,12 @@ static int cpu_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_t
  * together. */
 
 #define ATT_QB 64
+/* Split-K attention: batches whose runs have at most ATT_SPLIT_QB tokens and
+ * span more than ATT_SPLIT_MIN positions split the keys into ranges of
+ * ATT_SPLIT_LEN (a multiple of any page size up to 256). */
+#define ATT_SPLIT_QB 4
+#define ATT_SPLIT_MIN 512
+#define ATT_SPLIT_LEN 256
 
 typedef struct attn_task {
     cpu_backend *c;
@@ -646,6 +654,10 @@ typedef struct attn_task {
     ob_tensor *out;
     const int32_t *group_start; /* [n_groups + 1] batch index where each run of tokens starts */
     int64_t n_groups;
+    int m_max;                  /* query rows of a unit, at most */
+    int64_t n_split;            /* 0, or key ranges per group (split-K) */
+    int32_t split_len;          /* positions per key range */
+    float *partial;             /* split-K: [n_groups][n_split][ATT_SPLIT_QB][n_head][2 + head_dim] */
 } attn_task;
 
 /* `count` consecutive cache rows (row_bytes apart), elements [off, off+hd),
@@ -673,72 +685,94 @@ static const float *kv_rows_f32(const cpu_backend *c, const ob_kv_store *kv, con
     return dst;
 }
 
-static void attention_fn(const ob_task_ctx *ctx, void *arg) {
-    attn_task *t = arg;
+/* Per-thread attention scratch (floats, see cpu_attention for the sizes). */
+typedef struct attn_scratch {
+    float *Qt, *O;  /* [M][hd] scaled queries, running outputs */
+    float *Kf, *Vf; /* [bs][hd] a page converted to floats (non-F16 caches) */
+    float *S, *P;   /* [M][bs] scores, weights */
+    float *mx, *l;  /* [M] running maximum and sum */
+    float *tmp;     /* conversion room */
+} attn_scratch;
+
+static attn_scratch attn_scratch_of(cpu_backend *c, int ith, int Mmax, int hd, int bs) {
+    attn_scratch a;
+    a.Qt = thread_scratch(c, ith);
+    a.O = a.Qt + (size_t)Mmax * hd;
+    a.Kf = a.O + (size_t)Mmax * hd;
+    a.Vf = a.Kf + (size_t)bs * hd;
+    a.S = a.Vf + (size_t)bs * hd;
+    a.P = a.S + (size_t)Mmax * bs;
+    a.mx = a.P + (size_t)Mmax * bs;
+    a.l = a.mx + Mmax;
+    a.tmp = a.l + Mmax;
+    return a;
+}
+
+/* Rows of a unit: KV heads hk0..hk0+nh-1, each with Mh = tokens x G query
+ * rows (token t0 + j / G, head hk * G + j % G); row m = (hk - hk0) * Mh + j.
+ * Load them scaled and reset their running state. */
+static void attn_rows_init(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh) {
+    const ob_attn_params *p = t->p;
+    const int hd = p->head_dim, G = p->n_head / p->n_head_kv;
+    for (int m = 0; m < Mh * nh; m++) {
+        const int hk = hk0 + m / Mh, j = m % Mh;
+        const float *q = (const float *)ob_tensor_row(t->q, t0 + j / G) + (size_t)(hk * G + j % G) * hd;
+        for (int i = 0; i < hd; i++) a->Qt[(size_t)m * hd + i] = q[i] * p->scale;
+        memset(a->O + (size_t)m * hd, 0, (size_t)hd * sizeof(float));
+        a->mx[m] = -INFINITY;
+        a->l[m] = 0.0f;
+    }
+}
+
+/* Attend the rows of KV heads hk0..hk0+nh-1 over cache positions [lo, hi]
+ * of the tokens' sequence, a page at a time and, within a page, one head
+ * after another: the page's rows stay in L1/L2 while every head reads its
+ * slice of them (see above). */
+static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh, int32_t lo, int32_t hi) {
     cpu_backend *c = t->c;
     const ob_cpu_kernels *k = c->k;
     const ob_attn_params *p = t->p;
     const ob_kv_store *kv = t->kv;
     const int hd = p->head_dim, G = p->n_head / p->n_head_kv, bs = kv->block_size;
-    const int Mmax = ATT_QB * G;
-    float *scr = thread_scratch(c, ctx->ith);
-    float *Qt = scr, *O = Qt + (size_t)Mmax * hd, *Kf = O + (size_t)Mmax * hd, *Vf = Kf + (size_t)bs * hd;
-    float *S = Vf + (size_t)bs * hd, *P = S + (size_t)Mmax * bs, *mx = P + (size_t)Mmax * bs, *l = mx + Mmax,
-          *tmp = l + Mmax;
+    const ob_attn_token *first = &t->toks[t0];
     const char *kbase = kv->k[t->il], *vbase = kv->v[t->il];
-    const int64_t n_units = t->n_groups * p->n_head_kv;
-    for (;;) {
-        int64_t u = ob_threadpool_next_chunk(c->pool);
-        if (u >= n_units) break;
-        const int64_t g = t->n_groups - 1 - u / p->n_head_kv;
-        const int hk = (int)(u % p->n_head_kv);
-        const int32_t t0 = t->group_start[g], t1 = t->group_start[g + 1];
-        const int M = (t1 - t0) * G;
-        const ob_attn_token *first = &t->toks[t0];
-        int32_t lo = first->kv_start, hi = t->toks[t1 - 1].pos;
-        for (int32_t ti = t0; ti < t1; ti++)
-            if (t->toks[ti].kv_start < lo) lo = t->toks[ti].kv_start;
-        for (int m = 0; m < M; m++) {
-            const int32_t ti = t0 + m / G;
-            const int h = hk * G + m % G;
-            const float *q = (const float *)ob_tensor_row(t->q, ti) + (size_t)h * hd;
-            for (int i = 0; i < hd; i++) Qt[(size_t)m * hd + i] = q[i] * p->scale;
-            memset(O + (size_t)m * hd, 0, (size_t)hd * sizeof(float));
-            mx[m] = -INFINITY;
-            l[m] = 0.0f;
-        }
-        for (int32_t pos = lo; pos <= hi;) {
-            const int32_t off0 = pos % bs;
-            const int count = (int)(bs - off0 < hi - pos + 1 ? bs - off0 : hi - pos + 1);
-            const int64_t slot = (int64_t)first->block_table[pos / bs] * bs + off0;
+    const bool f16 = kv->type == OB_TYPE_F16;
+    for (int32_t pos = lo; pos <= hi;) {
+        const int32_t off0 = pos % bs;
+        const int count = (int)(bs - off0 < hi - pos + 1 ? bs - off0 : hi - pos + 1);
+        const int64_t slot = (int64_t)first->block_table[pos / bs] * bs + off0;
+        const char *krow = kbase + (size_t)slot * kv->row_bytes, *vrow = vbase + (size_t)slot * kv->row_bytes;
+        for (int hh = 0; hh < nh; hh++) {
+            const int hk = hk0 + hh;
+            float *Qt = a->Qt + (size_t)hh * Mh * hd, *O = a->O + (size_t)hh * Mh * hd;
+            float *S = a->S + (size_t)hh * Mh * bs, *P = a->P + (size_t)hh * Mh * bs;
+            float *mx = a->mx + hh * Mh, *l = a->l + hh * Mh;
             /* F16 rows are read in place; other types are converted to
-             * floats once for all M rows */
-            const bool f16 = kv->type == OB_TYPE_F16;
-            const char *krow = kbase + (size_t)slot * kv->row_bytes, *vrow = vbase + (size_t)slot * kv->row_bytes;
+             * floats once for the head's rows */
             size_t ks = kv->row_bytes, vs = kv->row_bytes;
             const float *kr = NULL, *vr = NULL;
             if (!f16) {
-                kr = kv_rows_f32(c, kv, krow, count, (int64_t)hk * hd, hd, Kf, tmp, &ks);
-                vr = kv_rows_f32(c, kv, vrow, count, (int64_t)hk * hd, hd, Vf, tmp, &vs);
+                kr = kv_rows_f32(c, kv, krow, count, (int64_t)hk * hd, hd, a->Kf, a->tmp, &ks);
+                vr = kv_rows_f32(c, kv, vrow, count, (int64_t)hk * hd, hd, a->Vf, a->tmp, &vs);
             }
             const uint16_t *kh = (const uint16_t *)(const void *)krow + (size_t)hk * hd;
             const uint16_t *vh = (const uint16_t *)(const void *)vrow + (size_t)hk * hd;
             /* scores of every row against the whole page, then each row's
              * window: keys outside [kv_start, pos] get weight 0 */
             if (f16)
-                k->attn_qk_f16(Qt, M, (size_t)hd, kh, ks, count, hd, S, (size_t)bs);
+                k->attn_qk_f16(Qt, Mh, (size_t)hd, kh, ks, count, hd, S, (size_t)bs);
             else
-                k->attn_qk(Qt, M, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
-            for (int m = 0; m < M; m++) {
+                k->attn_qk(Qt, Mh, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
+            for (int m = 0; m < Mh; m++) {
                 const ob_attn_token *tok = &t->toks[t0 + m / G];
                 float *srow = S + (size_t)m * bs, *prow = P + (size_t)m * bs;
-                int32_t a = tok->kv_start > pos ? tok->kv_start : pos;
+                int32_t s0 = tok->kv_start > pos ? tok->kv_start : pos;
                 int32_t e = tok->pos < pos + count - 1 ? tok->pos : pos + count - 1;
-                if (a > e) {
+                if (s0 > e) {
                     memset(prow, 0, (size_t)count * sizeof(float));
                     continue;
                 }
-                const int j0 = a - pos, j1 = e - pos + 1;
+                const int j0 = s0 - pos, j1 = e - pos + 1;
                 if (p->softcap > 0.0f)
                     for (int j = j0; j < j1; j++) srow[j] = p->softcap * tanhf(srow[j] / p->softcap);
                 float bmax = srow[j0];
@@ -756,18 +790,104 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
                 l[m] += k->exp_sum(srow + j0, mx[m], prow + j0, j1 - j0);
             }
             if (f16)
-                k->attn_pv_f16(P, M, (size_t)bs, vh, vs, count, hd, O, (size_t)hd);
+                k->attn_pv_f16(P, Mh, (size_t)bs, vh, vs, count, hd, O, (size_t)hd);
             else
-                k->attn_pv(P, M, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
-            pos += count;
+                k->attn_pv(P, Mh, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
         }
-        for (int m = 0; m < M; m++) {
-            const int32_t ti = t0 + m / G;
-            const int h = hk * G + m % G;
-            float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
-            const float inv = l[m] > 0.0f ? 1.0f / l[m] : 0.0f;
-            for (int i = 0; i < hd; i++) o[i] = O[(size_t)m * hd + i] * inv;
+        pos += count;
+    }
+}
+
+static void attn_group_range(const attn_task *t, int64_t g, int32_t *lo, int32_t *hi) {
+    const int32_t t0 = t->group_start[g], t1 = t->group_start[g + 1];
+    *lo = t->toks[t0].kv_start;
+    *hi = t->toks[t1 - 1].pos;
+    for (int32_t ti = t0; ti < t1; ti++)
+        if (t->toks[ti].kv_start < *lo) *lo = t->toks[ti].kv_start;
+}
+
+static void attention_fn(const ob_task_ctx *ctx, void *arg) {
+    attn_task *t = arg;
+    cpu_backend *c = t->c;
+    const ob_attn_params *p = t->p;
+    const int hd = p->head_dim, G = p->n_head / p->n_head_kv, nkv = p->n_head_kv;
+    attn_scratch a = attn_scratch_of(c, ctx->ith, t->m_max, hd, t->kv->block_size);
+    if (t->n_split == 0) {
+        const int64_t n_units = t->n_groups * nkv;
+        for (;;) {
+            int64_t u = ob_threadpool_next_chunk(c->pool);
+            if (u >= n_units) break;
+            const int64_t g = t->n_groups - 1 - u / nkv;
+            const int hk = (int)(u % nkv);
+            const int32_t t0 = t->group_start[g];
+            const int M = (t->group_start[g + 1] - t0) * G;
+            int32_t lo, hi;
+            attn_group_range(t, g, &lo, &hi);
+            attn_rows_init(t, &a, t0, M, hk, 1);
+            attn_range(t, &a, t0, M, hk, 1, lo, hi);
+            for (int m = 0; m < M; m++) {
+                float *o = (float *)ob_tensor_row(t->out, t0 + m / G) + (size_t)(hk * G + m % G) * hd;
+                const float inv = a.l[m] > 0.0f ? 1.0f / a.l[m] : 0.0f;
+                for (int i = 0; i < hd; i++) o[i] = a.O[(size_t)m * hd + i] * inv;
+            }
         }
+        return;
+    }
+    /* Split-K (few tokens, long context): unit = (group, key range) with
+     * every KV head, page by page, so each page is read once, whole, while
+     * it is in cache, instead of one head's slice per unit. Each unit leaves
+     * per row its unnormalized output, maximum and sum. */
+    const int64_t n_units = t->n_groups * t->n_split;
+    for (;;) {
+        int64_t u = ob_threadpool_next_chunk(c->pool);
+        if (u >= n_units) break;
+        const int64_t g = u / t->n_split, sp = u % t->n_split;
+        const int32_t t0 = t->group_start[g];
+        const int M = (t->group_start[g + 1] - t0) * G;
+        int32_t lo, hi;
+        attn_group_range(t, g, &lo, &hi);
+        const int32_t a0 = lo + (int32_t)sp * t->split_len;
+        const int32_t a1 = a0 + t->split_len - 1 < hi ? a0 + t->split_len - 1 : hi;
+        attn_rows_init(t, &a, t0, M, 0, nkv);
+        if (a0 <= a1) attn_range(t, &a, t0, M, 0, nkv, a0, a1);
+        for (int m = 0; m < M * nkv; m++) {
+            const int hk = m / M, j = m % M;
+            /* partial[(g * n_split + sp)][token][head] = {max, sum, O[hd]} */
+            const int64_t row = (g * t->n_split + sp) * (int64_t)ATT_SPLIT_QB * p->n_head + (int64_t)(j / G) * p->n_head +
+                                hk * G + j % G;
+            float *dst = t->partial + row * (hd + 2);
+            dst[0] = a.mx[m];
+            dst[1] = a.l[m];
+            memcpy(dst + 2, a.O + (size_t)m * hd, (size_t)hd * sizeof(float));
+        }
+    }
+    ob_threadpool_barrier(ctx);
+    /* merge the ranges of each (token, head) */
+    const int64_t n = t->q->ne[1];
+    int64_t lo_r, hi_r;
+    ob_split_range(n * p->n_head, ctx->ith, ctx->nth, &lo_r, &hi_r);
+    for (int64_t r = lo_r; r < hi_r; r++) {
+        const int64_t ti = r / p->n_head, h = r % p->n_head;
+        int64_t g = 0;
+        while (t->group_start[g + 1] <= ti) g++;
+        const int64_t tl = ti - t->group_start[g];
+        float mmax = -INFINITY;
+        for (int64_t sp = 0; sp < t->n_split; sp++) {
+            const float *src = t->partial + ((g * t->n_split + sp) * ATT_SPLIT_QB * p->n_head + tl * p->n_head + h) * (hd + 2);
+            if (src[0] > mmax) mmax = src[0];
+        }
+        float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        float lsum = 0.0f;
+        for (int64_t sp = 0; sp < t->n_split && mmax > -INFINITY; sp++) {
+            const float *src = t->partial + ((g * t->n_split + sp) * ATT_SPLIT_QB * p->n_head + tl * p->n_head + h) * (hd + 2);
+            if (src[1] <= 0.0f) continue;
+            const float w = expf(src[0] - mmax);
+            lsum += w * src[1];
+            c->k->axpy_f32(w, src + 2, o, hd);
+        }
+        const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+        for (int i = 0; i < hd; i++) o[i] *= inv;
     }
 }
 
@@ -777,22 +897,43 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
     if (p->n_head % p->n_head_kv) return ob_err(OB_ERR_INTERNAL, "attention: %d heads, %d kv heads", p->n_head, p->n_head_kv);
     const int64_t n = q->ne[1];
     const int hd = p->head_dim, G = p->n_head / p->n_head_kv, bs = kv->block_size;
-    const size_t Mmax = (size_t)ATT_QB * (size_t)G;
-    /* Qt, O [Mmax][hd]; Kf, Vf [bs][hd]; S, P [Mmax][bs]; mx, l [Mmax]; conversion room for a row's blocks */
-    size_t need = 2 * Mmax * (size_t)hd + 2 * (size_t)bs * (size_t)hd + 2 * Mmax * (size_t)bs + 2 * Mmax + (size_t)hd +
-                  2 * 256 + 64;
-    OB_TRY(ensure_scratch(c, need));
     /* runs of consecutive positions of one sequence, at most ATT_QB tokens */
     OB_TRY(ensure_act(c, (size_t)(n + 1) * sizeof(int32_t)));
     int32_t *gs = c->act;
-    int64_t ng = 0;
+    int64_t ng = 0, max_run = 0;
+    int32_t max_span = 0;
     for (int64_t i = 0; i < n; i++) {
         bool cont = i > 0 && toks[i].block_table == toks[i - 1].block_table && toks[i].pos == toks[i - 1].pos + 1 &&
                     i - gs[ng - 1] < ATT_QB;
         if (!cont) gs[ng++] = (int32_t)i;
+        if (i - gs[ng - 1] + 1 > max_run) max_run = i - gs[ng - 1] + 1;
+        if (toks[i].pos - toks[i].kv_start + 1 > max_span) max_span = toks[i].pos - toks[i].kv_start + 1;
     }
     gs[ng] = (int32_t)n;
-    attn_task t = {c, kv, il, q, toks, p, out, gs, ng};
+    attn_task t;
+    memset(&t, 0, sizeof t);
+    t.c = c, t.kv = kv, t.il = il, t.q = q, t.toks = toks, t.p = p, t.out = out, t.group_start = gs, t.n_groups = ng;
+    t.m_max = ATT_QB * G;
+    if (max_run <= ATT_SPLIT_QB && max_span > ATT_SPLIT_MIN && c->n_threads > 1) {
+        /* few tokens against a long context: split the keys (see attention_fn) */
+        t.split_len = ATT_SPLIT_LEN;
+        t.n_split = (max_span + ATT_SPLIT_LEN - 1) / ATT_SPLIT_LEN + 1; /* +1: a window need not start on a range */
+        t.m_max = ATT_SPLIT_QB * p->n_head;
+        if (c->split_bytes < (size_t)(ng * t.n_split * ATT_SPLIT_QB * p->n_head * (hd + 2)) * sizeof(float)) {
+            size_t want = (size_t)(ng * t.n_split * ATT_SPLIT_QB * p->n_head * (hd + 2)) * sizeof(float);
+            float *sp = ob_malloc_aligned(want, 64);
+            if (!sp) return ob_err(OB_ERR_OOM, "attention partials");
+            ob_free_aligned(c->split);
+            c->split = sp;
+            c->split_bytes = want;
+        }
+        t.partial = c->split;
+    }
+    /* Qt, O [m_max][hd]; Kf, Vf [bs][hd]; S, P [m_max][bs]; mx, l [m_max]; conversion room for a row's blocks */
+    size_t Mmax = (size_t)t.m_max;
+    size_t need = 2 * Mmax * (size_t)hd + 2 * (size_t)bs * (size_t)hd + 2 * Mmax * (size_t)bs + 2 * Mmax + (size_t)hd +
+                  2 * 256 + 64;
+    OB_TRY(ensure_scratch(c, need));
     ob_threadpool_chunk_reset(c->pool, 0);
     ob_threadpool_run(c->pool, attention_fn, &t);
     return 0;
@@ -885,6 +1026,7 @@ static void cpu_free(ob_backend *b) {
     ob_free_aligned(c->act);
     ob_free(c->rope_cs);
     ob_free(c->rope_pos);
+    ob_free_aligned(c->split);
     while (c->packed) {
         cpu_packed *p = c->packed;
         c->packed = p->next;

@@ -109,8 +109,13 @@ static int chain(struct ob_detok *d, ob_token id, size_t index, tk_buf **res) {
             }
             break;
         case TD_BYTELEVEL: {
-            /* Every character must be in the byte alphabet, else the token
-             * stays as it is (added tokens such as "<｜begin▁of▁sentence｜>"). */
+            /* In a GGUF vocabulary added tokens are text, not byte-level
+             * strings: DeepSeek's "ö" (id 100003) is the two bytes of U+00F6,
+             * not the byte 0xF6, as llama.cpp decodes it. Hugging Face runs
+             * added tokens through the decoder like any other (a tokenizer.json
+             * keeps that). Otherwise every character must be in the byte
+             * alphabet, else the token stays as it is. */
+            if (dc->added_raw && (t->tokens[id].attr & TKA_ADDED)) break;
             other->n = 0;
             bool ok = true;
             for (size_t i = 0; i < cur->n && ok;) {

@@ -138,7 +138,9 @@ static int bpe_pipeline(ob_tokenizer *t, const ob_gguf *g, const char *pre) {
     json_decref(pt);
     OB_TRY(rc);
     t->model.ignore_merges = ignore;
-    OB_TRY(add_dec(t, TD_BYTELEVEL, NULL));
+    tk_dec *bl = NULL;
+    OB_TRY(add_dec(t, TD_BYTELEVEL, &bl));
+    bl->added_raw = true; /* llama.cpp copies USER_DEFINED and control pieces as they are */
 
     const ob_gguf_array *m;
     if (ob_gguf_get_arr(g, KEY("merges"), OB_GGUF_STRING, &m) < 0) return ob_err_wrap(OB_ERR_FORMAT, "gpt2 vocabulary");

@@ -283,6 +283,7 @@ typedef struct tk_dec {
     bool cleanup;       /* WordPiece, CTC */
     bool phantom;       /* WordPiece over GGUF "▁word" pieces instead of "##piece" */
     bool whole;         /* Strip: applies to the joined text (after Fuse/ByteLevel) */
+    bool added_raw;     /* ByteLevel: added tokens are text, not byte strings (GGUF, as llama.cpp) */
     int start, stop;    /* Strip */
 } tk_dec;
 

@@ -292,13 +292,12 @@ DEF_A8(mxfp4, A8_MXFP4)
  * multiple of 64 are stored in pairs (kq_group) so every unit stays aligned;
  * a group starts with the d (and dmin) halves of its super-blocks.
  *
- *   Q4_K  4 units p (576): codes[512] = chunks j 0..7 of the rows'
- *         qs[32p+4j..+3] (low nibbles: sub-block 2p, high: 2p+1), then
- *         sc[2][16] and mn[2][16] of sub-blocks 2p, 2p+1 as bytes;
- *         d[16], dmin[16] halves (64). The packed 6-bit scales and mins
- *         are expanded to bytes: +4 bytes per row per super-block. d, dmin
- *         (64) lead the super-block.
- *   Q5_K  as Q4_K, each unit (704) also holding qh[128]: two chunks v,
+ *   Q4_K  d[16], dmin[16] halves (64, leading the super-block), the rows'
+ *         12 packed scale bytes as three chunks (192: unpacked to 6-bit
+ *         scales and mins in the kernel, once per 16 rows), then 4 units p
+ *         (512): chunks j 0..7 of the rows' qs[32p+4j..+3] (low nibbles:
+ *         sub-block 2p, high: 2p+1). Exactly the row format's size.
+ *   Q5_K  as Q4_K, each unit (640) also holding qh[128]: two chunks v,
  *         byte i of row r has bit m = bit 4 of element 4(4v+m)+i of
  *         sub-block 2p and bit 4+m that of sub-block 2p+1, so shifting
  *         right by m lines both up (as the Q5_0 high bits).
@@ -325,8 +324,8 @@ enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K, KQ_IQ4_XS, KQ_Q2_K, KQ_Q3_K, KQ_TQ2_0, KQ_TQ1_
 /* bytes of one super-block of 16 rows, without its d (and dmin) */
 INLINE size_t kq_body_bytes(int kind) {
     switch (kind) {
-    case KQ_Q4_K: return 4 * 576;
-    case KQ_Q5_K: return 4 * 704;
+    case KQ_Q4_K: return 192 + 4 * 512;
+    case KQ_Q5_K: return 192 + 4 * 640;
     case KQ_Q6_K: return 4 * 832;
     case KQ_IQ4_XS: return 2 * 1088;
     case KQ_Q2_K: return 2 * 640;
@@ -352,16 +351,6 @@ INLINE uint8_t *kq_d(int kind, const void *panel, int64_t sb) {
     return kq_group_at(kind, panel, sb) + (size_t)(sb % kq_group(kind)) * kq_d_bytes(kind);
 }
 
-static void q4k_scale_min(const uint8_t *q, int s, uint8_t *sc, uint8_t *mn) {
-    if (s < 4) {
-        *sc = q[s] & 63;
-        *mn = q[s + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[s + 4] & 0x0f) | (q[s - 4] >> 6) << 4);
-        *mn = (uint8_t)((q[s + 4] >> 4) | (q[s] >> 6) << 4);
-    }
-}
-
 static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *panel) {
     const int64_t nsb = n / OB_QK_K;
     size_t bsize;
@@ -381,20 +370,17 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
         switch (kind) {
         case KQ_Q4_K:
         case KQ_Q5_K: {
-            const size_t unit = kind == KQ_Q4_K ? 576 : 704;
+            /* the rows' 12 scale bytes as three chunks, then units p */
+            const size_t unit = kind == KQ_Q4_K ? 512 : 640;
             const size_t off_qs = kind == KQ_Q4_K ? offsetof(ob_block_q4_K, qs) : offsetof(ob_block_q5_K, qs);
+            for (int w = 0; w < 3; w++) gather_chunk(blk, rb, 4 + 4 * (size_t)w, 0, B + 64 * (size_t)w);
             for (int p = 0; p < 4; p++)
                 for (int j = 0; j < 8; j++)
-                    gather_chunk(blk, rb, off_qs + 32 * (size_t)p + 4 * (size_t)j, 0, B + unit * (size_t)p + 64 * (size_t)j);
+                    gather_chunk(blk, rb, off_qs + 32 * (size_t)p + 4 * (size_t)j, 0, B + 192 + unit * (size_t)p + 64 * (size_t)j);
             for (int r = 0; r < OB_PANEL; r++) {
                 const char *x = ROW(blk, rb, r);
-                const uint8_t *scales = (const uint8_t *)x + 4; /* after d, dmin */
                 memcpy(D + 2 * r, x, 2);
                 memcpy(D + 32 + 2 * r, x + 2, 2);
-                for (int s = 0; s < 8; s++) {
-                    uint8_t *U = B + unit * (size_t)(s / 2) + 512;
-                    q4k_scale_min(scales, s, &U[16 * (s % 2) + r], &U[32 + 16 * (s % 2) + r]);
-                }
                 if (kind == KQ_Q5_K) {
                     const uint8_t *qh = ((const ob_block_q5_K *)(const void *)x)->qh;
                     for (int p = 0; p < 4; p++)
@@ -406,7 +392,7 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
                                     b |= (uint8_t)(((qh[l] >> (2 * p)) & 1) << m);
                                     b |= (uint8_t)(((qh[l] >> (2 * p + 1)) & 1) << (4 + m));
                                 }
-                                B[unit * (size_t)p + 576 + 64 * (size_t)v + 4 * (size_t)r + (size_t)i] = b;
+                                B[192 + unit * (size_t)p + 512 + 64 * (size_t)v + 4 * (size_t)r + (size_t)i] = b;
                             }
                 }
             }
@@ -531,11 +517,28 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
         }
         __m512i mnp[8]; /* mins as int16 pairs (Q4_K, Q5_K: 4 pairs; Q2_K: 8) */
         if (kind == KQ_Q4_K || kind == KQ_Q5_K) {
-            const size_t unit = kind == KQ_Q4_K ? 576 : 704;
+            /* 6-bit scales and mins from the file's 12 bytes per row (lanes
+             * w0..w2 = bytes 0..3, 4..7, 8..11): the same bytes as the row
+             * format, unpacked here once per 16 rows */
+            const size_t unit = kind == KQ_Q4_K ? 512 : 640;
+            const __m512i w0 = _mm512_load_si512((const void *)B), w1 = _mm512_load_si512((const void *)(B + 64));
+            const __m512i w2 = _mm512_load_si512((const void *)(B + 128));
+            const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3d = _mm512_set1_epi32(3);
+            __m512i mn[8];
             for (int s = 0; s < 8; s++) {
-                const uint8_t *U = B + unit * (size_t)(s / 2);
+                const uint8_t *U = B + 192 + unit * (size_t)(s / 2);
                 const int hi_half = s % 2;
-                const __m512i scv = load_u8x16(U + 512 + 16 * hi_half);
+                __m512i scv;
+                if (s < 4) {
+                    scv = _mm512_and_si512(_mm512_srli_epi32(w0, (unsigned)(8 * s)), m63);
+                    mn[s] = _mm512_and_si512(_mm512_srli_epi32(w1, (unsigned)(8 * s)), m63);
+                } else {
+                    const unsigned b = (unsigned)(8 * (s - 4));
+                    scv = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, b), m15),
+                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, b + 6), m3d), 4));
+                    mn[s] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, b + 4), m15),
+                                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, b + 6), m3d), 4));
+                }
                 __m512i ia[8];
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) ia[t] = _mm512_setzero_si512();
@@ -543,7 +546,7 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                     const __m512i raw = _mm512_load_si512((const void *)(U + 64 * j));
                     __m512i w;
                     if (kind == KQ_Q5_K) {
-                        const __m512i hv = _mm512_load_si512((const void *)(U + 576 + 64 * (j / 4)));
+                        const __m512i hv = _mm512_load_si512((const void *)(U + 512 + 64 * (j / 4)));
                         const __m512i tj = _mm512_srli_epi16(hv, (unsigned)(j % 4));
                         w = hi_half ? or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10))
                                     : or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
@@ -556,10 +559,7 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t], scv));
             }
-            for (int q = 0; q < 4; q++) {
-                const uint8_t *U = B + unit * (size_t)q + 544;
-                mnp[q] = _mm512_or_si512(load_u8x16(U), _mm512_slli_epi32(load_u8x16(U + 16), 16));
-            }
+            for (int q = 0; q < 4; q++) mnp[q] = _mm512_or_si512(mn[2 * q], _mm512_slli_epi32(mn[2 * q + 1], 16));
         } else if (kind == KQ_IQ4_XS) {
             for (int s = 0; s < 8; s++) {
                 const uint8_t *U = B + 1088 * (size_t)(s / 4);

@@ -16,6 +16,10 @@
  *     64, non-F32 weights) rounds both operands to 10 mantissa bits, an
  *     NMSE near 2 * (2^-11)^2 / 3 = 1.6e-7, and must stay under 2e-5. A
  *     structural mistake (a wrong scale, nibble or row) costs >= 1e-3.
+ *     The integer decode kernel (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K at n <= 64)
+ *     multiplies by activations rounded to 8 bits per 32 (mmvq.cuh); its
+ *     reference uses those same rounded activations, so the 1e-9 bound
+ *     holds for it too.
  *
  *   - the CPU backend, per weight type: the CPU converts activations to its
  *     kernels' format (8-bit blocks for quantized weights, bf16 for BF16),
@@ -202,6 +206,33 @@ static void wt_free(wt *w) {
 /* Bound on NMSE against the CPU backend for weight type t (file comment). */
 static double cpu_bound(ob_type t) { return t == OB_TYPE_F32 ? 1e-8 : 5e-4; }
 
+/* Whether matmul.cu sends this product to the integer decode kernel (cuda_mmvq_usable). */
+static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
+    const char *env = getenv("OB_CUDA_MMVQ");
+    if ((env && atoi(env) == 0) || n > 64) return false;
+    switch (t) {
+    case OB_TYPE_Q4_0:
+    case OB_TYPE_Q8_0: return nin % 32 == 0;
+    case OB_TYPE_Q4_K:
+    case OB_TYPE_Q5_K:
+    case OB_TYPE_Q6_K: return nin % 256 == 0;
+    default: return false;
+    }
+}
+
+/* Activations as the integer kernel sees them: per 32, d = max|x| / 127 and
+ * x -> d * round(x / d), computed with the same float operations. */
+static float *q8_round(const float *x, int64_t nin, int64_t n) {
+    float *r = malloc((size_t)(nin * n) * sizeof(float));
+    for (int64_t b = 0; b < nin * n / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) r[b * 32 + i] = d * roundf(x[b * 32 + i] * id);
+    }
+    return r;
+}
+
 static int g_mm_cases;
 static double g_mm_worst_ref[2], g_mm_worst_cpu; /* [fp32 paths, tf32 path] */
 
@@ -218,7 +249,14 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
     CHECK_OK(g_gpu->ops->matmul(g_gpu, &w.g, &x.g, with_bias ? &b.g : NULL, &out.g));
     float *got = act_get(&out);
     double *ref = malloc((size_t)(n * nout) * sizeof(double));
-    const float *xs = x.c.data;
+    /* which path the backend takes (matmul.cu): the integer decode kernel (mmvq.cu) for its
+     * types, else the float decode kernel, else cuBLAS (TF32 unless F32) */
+    const bool mmvq = mmvq_takes(type, nin, n);
+    const bool mmv = !mmvq && nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
+    const bool tf32 = !mmvq && !mmv && type != OB_TYPE_F32;
+    /* The integer kernel multiplies by the activations rounded to 8 bits per 32 (mmvq.cuh):
+     * its reference uses exactly those, so the bound stays float rounding. */
+    const float *xs = mmvq ? q8_round(x.c.data, nin, n) : x.c.data;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < nout; r++) {
             double s = with_bias ? b.deq[r] : 0.0;
@@ -226,9 +264,7 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
             for (int64_t k = 0; k < nin; k++) s += (double)wr[k] * xr[k];
             ref[t * nout + r] = s;
         }
-    /* which path the backend takes (matmul.cu): the decode kernel, else cuBLAS (TF32 unless F32) */
-    const bool mmv = nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
-    const bool tf32 = !mmv && type != OB_TYPE_F32;
+    if (mmvq) free((void *)xs);
     const double e_ref = nmse_d(got, ref, (size_t)(n * nout)), e_cpu = nmse(got, out.c.data, (size_t)(n * nout));
     const double b_ref = tf32 ? 2e-5 : 1e-9;
     CHECK_MSG(e_ref < b_ref, "matmul %s [%lld x %lld] x %lld tokens%s: NMSE vs float64 %.3g (bound %.1g)",
@@ -240,7 +276,8 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
     if (e_cpu > g_mm_worst_cpu && type != OB_TYPE_F32) g_mm_worst_cpu = e_cpu;
     if (g_verbose)
         fprintf(stderr, "  matmul %-7s %5lld x %5lld  n %3lld %s  vs f64 %.2e  vs cpu %.2e\n", ob_type_name(type),
-                (long long)nin, (long long)nout, (long long)n, tf32 ? "tf32" : mmv ? "mmv " : "fp32", e_ref, e_cpu);
+                (long long)nin, (long long)nout, (long long)n, tf32 ? "tf32" : mmvq ? "mmvq" : mmv ? "mmv " : "fp32",
+                e_ref, e_cpu);
     free(ref);
     free(got);
     act_free(&x);

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cuda/mmvq.cuh"
 #include "cuda/quant.cuh"
 
 extern "C" {
@@ -71,6 +72,62 @@ TEST(device_dequantizers_match_the_reference) {
     }
     free(x);
     free(ref);
+}
+
+/* The integer decode kernel's dot products (mmvq.cuh), unit by unit on the
+ * host, against double sums over the reference dequantized weights and the
+ * q8 activations they meet: only float rounding may differ (bound: 1e-5 of
+ * the sum of |w x|, far below any real error, which moves the result by
+ * whole weights). Two tokens, so the per-token activation strides are used. */
+template <int T> static void check_qdot(void) {
+    const int64_t nin = 1024, rows = 3;
+    const ob_type_traits *tr = ob_type_get(T);
+    CHECK(tr && tr->from_float_ref && tr->to_float);
+    if (!tr || !tr->from_float_ref || !tr->to_float) return;
+    const size_t rb = ob_row_size((ob_type)T, nin);
+    float *wf = (float *)malloc(sizeof(float) * nin * rows), *wd = (float *)malloc(sizeof(float) * nin * rows);
+    float *x = (float *)malloc(sizeof(float) * nin * 2), *dx = (float *)malloc(sizeof(float) * nin / 32 * 2);
+    int8_t *qx = (int8_t *)malloc((size_t)nin * 2);
+    uint8_t *q = (uint8_t *)malloc(rb * rows + 16);
+    for (int64_t i = 0; i < nin * rows; i++) wf[i] = test_rand_normal(&g_rng) + (i % 5 == 0 ? 0.7f : 0.0f);
+    for (int64_t i = 0; i < nin * 2; i++) x[i] = 3.0f * test_rand_normal(&g_rng);
+    tr->from_float_ref(wf, q, nin * rows);
+    tr->to_float(q, wd, nin * rows);
+    ob_q8_act_ref(x, nin, qx, dx);
+    ob_q8_act_ref(x + nin, nin, qx + nin, dx + nin / 32);
+    q8_act a;
+    a.qx = qx;
+    a.dx = dx;
+    a.ldq = nin;
+    a.ldd = nin / 32;
+    for (int64_t r = 0; r < rows; r++) {
+        float got[2];
+        ob_qdot_row<T, 2>(q + r * rb, nin, a, got);
+        for (int t = 0; t < 2; t++) {
+            double want = 0, mag = 0;
+            for (int64_t i = 0; i < nin; i++) {
+                const double p = (double)wd[r * nin + i] * dx[t * (nin / 32) + i / 32] * qx[t * nin + i];
+                want += p;
+                mag += fabs(p);
+            }
+            CHECK_MSG(fabs(got[t] - want) <= 1e-5 * mag, "%s row %lld token %d: %.9g, reference %.9g (|sum| %.3g)",
+                      cuda_type_name(T), (long long)r, t, (double)got[t], want, mag);
+        }
+    }
+    /* and the activation quantizer: |x - dx qx| <= dx / 2 */
+    int bad = 0;
+    for (int64_t i = 0; i < nin; i++)
+        if (!(fabsf(x[i] - dx[i / 32] * qx[i]) <= 0.5001f * dx[i / 32])) bad++;
+    CHECK_EQ_INT(bad, 0);
+    free(wf), free(wd), free(x), free(dx), free(qx), free(q);
+}
+
+TEST(integer_dot_products_match_the_reference) {
+    check_qdot<OB_TYPE_Q4_0>();
+    check_qdot<OB_TYPE_Q8_0>();
+    check_qdot<OB_TYPE_Q4_K>();
+    check_qdot<OB_TYPE_Q5_K>();
+    check_qdot<OB_TYPE_Q6_K>();
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

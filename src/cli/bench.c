@@ -83,7 +83,7 @@ static void usage(void) {
            "  --device D       cpu (default), cuda, auto\n"
            "  --no-warmup      skip the warm-up run\n"
            "  --progress       print each repetition to stderr\n"
-           "make-model shapes: qwen3-0.6b llama-3.2-1b qwen3-1.7b qwen3-8b tinyllama-1.1b\n"
+           "make-model shapes: qwen3-0.6b llama-3.2-1b qwen3-1.7b qwen3-8b tinyllama-1.1b llama-3.1-8b\n"
            "make-model types:  any ggml type with a quantizer (q4_0, q8_0, f16, bf16, q4_K, iq4_xs, tq2_0, ...)\n"
            "                   or q4_K_M (llama.cpp's mix: q6_K output and half of attn_v/ffn_down)\n");
 }
@@ -119,6 +119,7 @@ static const shape g_shapes[] = {
     {"qwen3-8b", "qwen3", "Qwen3-8B", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, 1e-6f, false, true, false, false},
     {"llama-3.2-1b", "llama", "Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, false, true, false},
     {"tinyllama-1.1b", "llama", "TinyLlama-1.1B", 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e4f, 1e-5f, false, false, false, true},
+    {"llama-3.1-8b", "llama", "Llama-3.1-8B", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 5e5f, 1e-5f, false, false, true, false},
 };
 
 /* llama.cpp's file types (general.file_type) and their names in model_type. */
@@ -615,6 +616,7 @@ typedef struct result {
     uint64_t model_size, n_params;
     int n_prompt, n_gen, n_depth, n_threads, n_batch;
     const char *type_kv;
+    const char *backends; /* llama-bench's column: "CPU", "CUDA" (or "auto": the library chose) */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     char test_time[32];
     double samples_ts[64];
@@ -777,7 +779,7 @@ static void print_fields_json(FILE *f, const result *r, const char *sep) {
     json_str(f, OB_GIT_COMMIT);
     fprintf(f, ",%s\"build_number\": %d,%s\"cpu_info\": ", sep, OB_BUILD_NUMBER, sep);
     json_str(f, cpu_brand());
-    fprintf(f, ",%s\"gpu_info\": \"\",%s\"backends\": \"CPU\",%s\"cpu_kernels\": ", sep, sep, sep);
+    fprintf(f, ",%s\"gpu_info\": \"\",%s\"backends\": \"%s\",%s\"cpu_kernels\": ", sep, sep, r->backends, sep);
     json_str(f, k->name);
     fprintf(f, ",%s\"model_filename\": ", sep);
     json_str(f, r->model);
@@ -804,9 +806,9 @@ static void print_csv_header(FILE *f) {
 }
 
 static void print_csv(FILE *f, const result *r) {
-    fprintf(f, "\"%s\",%d,\"%s\",\"\",\"CPU\",\"%s\",\"%s\",\"%s\",%llu,%llu,%d,%d,%d,\"%s\",\"%s\",0,1,1,%d,%d,%d,\"%s\","
+    fprintf(f, "\"%s\",%d,\"%s\",\"\",\"%s\",\"%s\",\"%s\",\"%s\",%llu,%llu,%d,%d,%d,\"%s\",\"%s\",0,1,1,%d,%d,%d,\"%s\","
                "%.0f,%.0f,%.6f,%.6f\n",
-            OB_GIT_COMMIT, OB_BUILD_NUMBER, cpu_brand(), ob_cpu_kernels_get()->name, r->model, r->model_type,
+            OB_GIT_COMMIT, OB_BUILD_NUMBER, cpu_brand(), r->backends, ob_cpu_kernels_get()->name, r->model, r->model_type,
             (unsigned long long)r->model_size, (unsigned long long)r->n_params, r->n_batch, r->n_batch, r->n_threads,
             r->type_kv, r->type_kv, r->n_prompt, r->n_gen, r->n_depth, r->test_time, r->avg_ns, r->stddev_ns,
             r->avg_ts, r->stddev_ts);
@@ -824,7 +826,7 @@ static void print_md(FILE *f, const result *r) {
     double p = (double)r->n_params;
     snprintf(params, sizeof params, p >= 1e9 ? "%.2f B" : "%.2f M", p >= 1e9 ? p / 1e9 : p / 1e6);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg_ts, r->stddev_ts);
-    fprintf(f, "| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", r->model_type, size, params, "CPU", r->n_threads,
+    fprintf(f, "| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", r->model_type, size, params, r->backends, r->n_threads,
             test, ts);
 }
 
@@ -926,6 +928,7 @@ int ob_cmd_bench(int argc, char **argv) {
                         if (np == 0 && ng == 0) continue;
                         result r;
                         rc = run_test(&o, m, o.models[mi], np, ng, o.d[di], o.t[ti], &r);
+                        r.backends = !strncmp(o.device, "cuda", 4) ? "CUDA" : !strcmp(o.device, "auto") ? "auto" : "CPU";
                         if (rc < 0) {
                             status = ob_cli_fail(rc, "bench %s", o.models[mi]);
                             break;

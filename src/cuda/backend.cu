@@ -251,6 +251,7 @@ static void cuda_free_backend(ob_backend *b) {
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
+    if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->attn_scratch) cudaFree(c->attn_scratch);
     if (c->luts) cudaFree(c->luts);
     if (c->stage_h) cudaFreeHost(c->stage_h);
@@ -320,6 +321,7 @@ static int backend_init(cuda_backend *c) {
     OB_TRY(stage_alloc(c, STAGE_INITIAL));
     c->mmv_max = MMV_MAX_DEFAULT;
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
+    c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);
     const char *env = getenv("OB_CUDA_MMV_MAX");
     if (env && *env) c->mmv_max = atoi(env);
     char msg[512];

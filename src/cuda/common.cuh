@@ -89,6 +89,8 @@ typedef struct cuda_backend {
     size_t gemm_scratch_bytes;
     void *attn_scratch;
     size_t attn_scratch_bytes;
+    void *q8_scratch;           /* activations quantized for the integer decode kernel (mmvq.cu) */
+    size_t q8_scratch_bytes;
     /* Host scratch for building the attention token table. */
     void *host_tmp;
     size_t host_tmp_bytes;
@@ -105,6 +107,7 @@ typedef struct cuda_backend {
     unsigned long long n_ops, n_drains;
     double wait_s;
     int mmv_max;                /* batches up to this go through the matrix-vector kernels */
+    bool mmvq;                  /* integer kernels for the types mmvq.cuh has (OB_CUDA_MMVQ=0: off) */
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
 } cuda_backend;
 

@@ -20,7 +20,8 @@
 
 /* ---- RMSNorm ---- */
 
-/* One warp per group (group <= 1024) or one block of 256 per group. */
+/* One warp per group (group <= 1024) or one block of 1024 per group (a row of a
+ * decode token: 4 elements a thread, not 16 in series). */
 template <bool WARP_PER_GROUP>
 __global__ void rms_norm_kernel(const float *x, int64_t ldx, float *y, int64_t ldy, const float *__restrict__ w,
                                 int64_t group, int64_t groups_per_row, int64_t total, float eps) {
@@ -53,7 +54,7 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
         rms_norm_kernel<true><<<ob_div_up((size_t)total, 8), 256, 0, c->stream>>>(
             (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps);
     } else {
-        rms_norm_kernel<false><<<(unsigned)total, 256, 0, c->stream>>>((const float *)x->data, ldx, (float *)out->data,
+        rms_norm_kernel<false><<<(unsigned)total, 1024, 0, c->stream>>>((const float *)x->data, ldx, (float *)out->data,
                                                                         ldy, wd, group, gpr, total, eps);
     }
     OB_LAUNCHED();
@@ -104,9 +105,14 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
 __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int half, bool neox,
                             const int32_t *__restrict__ pos, const float *__restrict__ tab, float freq_scale,
                             float mscale, bool ext) {
+    /* a thread per (pair, head): a decode token's 32 x 64 rotations run in
+     * parallel, not 32 heads one after another in 64 threads */
     float *row = x + (int64_t)blockIdx.y * ldx;
     const float p = (float)pos[blockIdx.y];
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < half; i += gridDim.x * blockDim.x) {
+    const int gi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= half * n_head) return;
+    {
+        const int i = gi % half, h = gi / half;
         const float theta_extrap = __fmul_rn(p, tab[i]);
         float theta = __fmul_rn(theta_extrap, freq_scale);
         if (ext) {
@@ -116,12 +122,10 @@ __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int
         const float cs = __fmul_rn((float)cos((double)theta), mscale);
         const float sn = __fmul_rn((float)sin((double)theta), mscale);
         const int a = neox ? i : 2 * i, bb = neox ? i + half : 2 * i + 1;
-        for (int h = 0; h < n_head; h++) {
-            float *v = row + (int64_t)h * head_dim;
-            const float x0 = v[a], x1 = v[bb];
-            v[a] = x0 * cs - x1 * sn;
-            v[bb] = x0 * sn + x1 * cs;
-        }
+        float *v = row + (int64_t)h * head_dim;
+        const float x0 = v[a], x1 = v[bb];
+        v[a] = x0 * cs - x1 * sn;
+        v[bb] = x0 * sn + x1 * cs;
     }
 }
 
@@ -168,8 +172,8 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     const void *d_tab;
     OB_TRY(cuda_stage(c, tab, tab_bytes + (size_t)n * sizeof(int32_t), &d_tab));
     const void *d_pos = (const char *)d_tab + tab_bytes;
-    const int threads = half < 128 ? ((half + 31) / 32) * 32 : 128;
-    dim3 grid(ob_div_up((size_t)half, (size_t)threads), (unsigned)n);
+    const int threads = 128;
+    dim3 grid(ob_div_up((size_t)half * (size_t)n_head, (size_t)threads), (unsigned)n);
     rope_kernel<<<grid, threads, 0, c->stream>>>((float *)x->data, (int64_t)(x->nb[1] / 4), n_head, head_dim, half,
                                                  p->mode == OB_ROPE_NEOX, (const int32_t *)d_pos,
                                                  (const float *)d_tab, p->freq_scale, mscale, ext);

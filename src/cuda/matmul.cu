@@ -215,6 +215,7 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     if (n <= 0 || nout <= 0) return 0;
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
+    if (cuda_mmvq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
     /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
     const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;
     const bool use_mmv = nin % 8 == 0 && aligned && n <= c->mmv_max && !(w->type == OB_TYPE_F32 && n > 8);

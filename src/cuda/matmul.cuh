@@ -46,6 +46,11 @@ typedef struct mmv_args {
 /* The decode kernel for weight type T (instantiated in mmv_*.cu). */
 template <int T> int mmv_launch(cuda_backend *c, const mmv_args *a);
 
+/* The integer decode kernel (mmvq.cu): whether it takes this weight for a
+ * batch of n tokens, and the product itself. */
+bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n);
+int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
+
 int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
 int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 

@@ -42,12 +42,20 @@ void tk_dec_clear(tk_dec *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* memmem that takes empty buffers (a NULL pointer with length 0): an empty
+ * pattern is found at the start, nothing is found in an empty buffer. */
+static const char *find(const char *s, size_t n, const char *pat, size_t pn) {
+    if (pn == 0) return s ? s : "";
+    if (n < pn) return NULL;
+    return memmem(s, n, pat, pn);
+}
+
 static int replace_all(const char *s, size_t n, const char *pat, size_t pn, const char *rep, size_t rn, tk_buf *o) {
     o->n = 0;
     if (pn == 0) return tk_buf_put(o, s, n);
     size_t i = 0;
     while (i < n) {
-        const char *hit = memmem(s + i, n - i, pat, pn);
+        const char *hit = find(s + i, n - i, pat, pn);
         if (!hit) break;
         OB_TRY(tk_buf_put(o, s + i, (size_t)(hit - (s + i))));
         OB_TRY(tk_buf_put(o, rep, rn));
@@ -65,7 +73,7 @@ static int wordpiece_cleanup(tk_buf **cur, tk_buf **other) {
         {" 'm", "'m"},   {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
     };
     for (size_t i = 0; i < OB_ARRAY_LEN(pairs); i++) {
-        if (!memmem((*cur)->p, (*cur)->n, pairs[i][0], strlen(pairs[i][0]))) continue;
+        if (!find((*cur)->p, (*cur)->n, pairs[i][0], strlen(pairs[i][0]))) continue;
         OB_TRY(replace_all((*cur)->p, (*cur)->n, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]),
                            *other));
         tk_buf *x = *cur;
@@ -88,7 +96,7 @@ static int chain(struct ob_detok *d, ob_token id, size_t index, tk_buf **res) {
         const tk_dec *dc = &t->decs[k];
         switch (dc->kind) {
         case TD_REPLACE:
-            if (!memmem(cur->p, cur->n, dc->a, dc->a_len)) break;
+            if (!find(cur->p, cur->n, dc->a, dc->a_len)) break;
             OB_TRY(replace_all(cur->p, cur->n, dc->a, dc->a_len, dc->b, dc->b_len, other));
             goto swap;
         case TD_BYTE_FALLBACK:
@@ -134,7 +142,7 @@ static int chain(struct ob_detok *d, ob_token id, size_t index, tk_buf **res) {
             char rep[4];
             tk_buf rb = {rep, 0, sizeof rep};
             tk_buf_put_cp(&rb, dc->ch);
-            if (!memmem(cur->p, cur->n, rep, rb.n)) break;
+            if (!find(cur->p, cur->n, rep, rb.n)) break;
             bool drop = index == 0 && dc->prepend_scheme != TK_PREPEND_NEVER;
             OB_TRY(replace_all(cur->p, cur->n, rep, rb.n, drop ? "" : " ", drop ? 0 : 1, other));
             goto swap;
@@ -151,7 +159,7 @@ static int chain(struct ob_detok *d, ob_token id, size_t index, tk_buf **res) {
                 OB_TRY(tk_buf_put(other, cur->p + skip, cur->n - skip));
             } else if (index != 0) {
                 other->n = 0;
-                if (cur->n >= dc->a_len && memcmp(cur->p, dc->a, dc->a_len) == 0) {
+                if (cur->n >= dc->a_len && (dc->a_len == 0 || memcmp(cur->p, dc->a, dc->a_len) == 0)) {
                     OB_TRY(tk_buf_put(other, cur->p + dc->a_len, cur->n - dc->a_len));
                 } else {
                     OB_TRY(tk_buf_putc(other, ' '));

@@ -188,6 +188,43 @@ TEST(threadpool_chunks_and_barrier) {
     }
 }
 
+/* Back-to-back runs with a different arg each time: a thread finishing the
+ * last slot of one run may claim a slot of the next, and must then see the
+ * next run's task and arg (threadpool.c: run_slots). Every slot of every run
+ * runs exactly once, with its own run's arg. */
+typedef struct run_arg {
+    int64_t id;
+    atomic_llong *sums; /* [nth] */
+    atomic_int *count;  /* [nth] */
+} run_arg;
+
+static void pool_tag(const ob_task_ctx *ctx, void *arg) {
+    run_arg *a = arg;
+    atomic_fetch_add(&a->sums[ctx->ith], a->id);
+    atomic_fetch_add(&a->count[ctx->ith], 1);
+}
+
+TEST(threadpool_back_to_back_runs) {
+    enum { NT = 4, RUNS = 20000 };
+    ob_threadpool *p;
+    CHECK_OK(ob_threadpool_create(NT, &p));
+    static atomic_llong sums[NT];
+    static atomic_int count[NT];
+    static run_arg args[2];
+    for (int64_t r = 0; r < RUNS; r++) {
+        run_arg *a = &args[r % 2]; /* the previous run's arg is rewritten two runs later */
+        a->id = r + 1;
+        a->sums = sums;
+        a->count = count;
+        ob_threadpool_run(p, pool_tag, a);
+    }
+    for (int t = 0; t < NT; t++) {
+        CHECK_EQ_INT(atomic_load(&count[t]), RUNS);
+        CHECK_EQ_INT(atomic_load(&sums[t]), (long long)RUNS * (RUNS + 1) / 2);
+    }
+    ob_threadpool_free(p);
+}
+
 TEST(threadpool_sleep_and_wake) {
     /* Workers fall asleep between runs and must wake for the next one. */
     ob_threadpool *p;

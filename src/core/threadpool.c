@@ -1,12 +1,26 @@
 /*
  * threadpool.c - persistent pool: generation counter to start a task,
  * done counter to finish it, spinning barrier, atomic chunk counter.
+ *
+ * A run has n slots (ctx->ith = 0..n-1), and every thread, the caller
+ * included, claims slots from a counter until none is left. Usually each
+ * thread gets one; but when the machine is oversubscribed (other processes,
+ * or the server's own threads, want the cores) a worker may not be running
+ * when a run starts, and then the caller runs its slots too instead of
+ * waiting a scheduler time slice for it: with 2 threads on a loaded 2-core
+ * machine that wait made a small model's decode 10-100x slower than with
+ * one thread. Slots that meet at a barrier still need as many threads as
+ * slots, so a barrier waits (yielding the core) for the late thread.
+ *
+ * Idle workers spin briefly, then spin yielding the core, then sleep: a
+ * spinning worker must not keep a core from a thread that has work.
  */
 #include "threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
@@ -19,8 +33,10 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* How long a worker spins for the next task before it sleeps. */
-#define SPIN_BEFORE_SLEEP 20000
+/* A worker waiting for the next run: pause this many times, then yield the
+ * core between checks, and sleep once SPIN_YIELD_NS have passed. */
+#define SPIN_PURE 256
+#define SPIN_YIELD_NS 200000
 
 struct ob_threadpool {
     int n;
@@ -31,7 +47,8 @@ struct ob_threadpool {
     atomic_int stop;
     ob_task_fn fn;
     void *arg;
-    _Alignas(64) atomic_int n_done;      /* workers finished with this run */
+    _Alignas(64) atomic_int next_slot;   /* slots of this run claimed so far */
+    _Alignas(64) atomic_int n_done;      /* slots finished in this run */
     _Alignas(64) atomic_int barrier_count;
     atomic_int barrier_gen;
     _Alignas(64) atomic_llong chunk;
@@ -47,6 +64,25 @@ int ob_n_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Claim and run slots of the current run until none is left. fn and arg are
+ * read after a slot is claimed: the caller publishes them before it resets
+ * the slot counter, so a claimed slot always sees its own run's task. */
+static void run_slots(ob_threadpool *pool) {
+    for (;;) {
+        const int s = atomic_fetch_add(&pool->next_slot, 1);
+        if (s >= pool->n) return;
+        ob_task_ctx ctx = {pool, s, pool->n};
+        pool->fn(&ctx, pool->arg);
+        atomic_fetch_add(&pool->n_done, 1);
+    }
+}
+
 static void *worker_main(void *p) {
     worker_arg wa = *(worker_arg *)p;
     ob_free(p);
@@ -54,9 +90,15 @@ static void *worker_main(void *p) {
     int seen = 0;
     for (;;) {
         int spins = 0;
+        int64_t t0 = 0;
         while (atomic_load(&pool->generation) == seen && !atomic_load(&pool->stop)) {
-            if (++spins < SPIN_BEFORE_SLEEP) {
+            if (++spins < SPIN_PURE) {
                 cpu_relax();
+                continue;
+            }
+            if (t0 == 0) t0 = now_ns();
+            if (now_ns() - t0 < SPIN_YIELD_NS) {
+                sched_yield();
                 continue;
             }
             pthread_mutex_lock(&pool->lock);
@@ -66,9 +108,7 @@ static void *worker_main(void *p) {
         }
         if (atomic_load(&pool->stop)) break;
         seen = atomic_load(&pool->generation);
-        ob_task_ctx ctx = {pool, wa.ith, pool->n};
-        pool->fn(&ctx, pool->arg);
-        atomic_fetch_add(&pool->n_done, 1);
+        run_slots(pool);
     }
     return NULL;
 }
@@ -125,20 +165,24 @@ void ob_threadpool_free(ob_threadpool *p) {
 int ob_threadpool_n_threads(const ob_threadpool *p) { return p->n; }
 
 void ob_threadpool_run(ob_threadpool *p, ob_task_fn fn, void *arg) {
+    if (p->n == 1) {
+        ob_task_ctx ctx = {p, 0, 1};
+        fn(&ctx, arg);
+        return;
+    }
+    /* publish the task, then open its slots (see run_slots) */
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->n_done, 0);
     atomic_store(&p->barrier_count, 0);
-    if (p->n > 1) {
-        pthread_mutex_lock(&p->lock);
-        atomic_fetch_add(&p->generation, 1);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->lock);
-    }
-    ob_task_ctx ctx = {p, 0, p->n};
-    fn(&ctx, arg);
+    atomic_store(&p->next_slot, 0);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->generation, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    run_slots(p);
     int spins = 0;
-    while (atomic_load(&p->n_done) < p->n - 1) {
+    while (atomic_load(&p->n_done) < p->n) {
         if (++spins < 1000)
             cpu_relax();
         else

@@ -122,6 +122,17 @@ int ob_decode(ob_context *ctx, const ob_batch *batch);
  * asked for them); NULL otherwise. Valid until the next ob_decode. */
 const float *ob_get_logits(ob_context *ctx, int32_t i);
 
+/* Embeddings instead of logits: while on, each row of a later ob_decode
+ * that asks for logits gets the model's final hidden state after the
+ * output norm, [n_embd] floats (what embedding models pool), read with
+ * ob_get_embeddings; ob_get_logits gives NULL. llama, qwen2 and qwen3
+ * only (OB_ERR_UNSUPPORTED otherwise). */
+int ob_context_set_embeddings(ob_context *ctx, bool on);
+const float *ob_get_embeddings(ob_context *ctx, int32_t i);
+/* The GGUF's <arch>.pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank),
+ * -1 when the file does not say. */
+int32_t ob_model_pooling_type(const ob_model *model);
+
 /* Positions held by a sequence (its next position). */
 int32_t ob_seq_len(const ob_context *ctx, int32_t seq_id);
 /* Drop positions [p0, end) of a sequence (p0 = 0 clears it); frees its pages. */
@@ -135,6 +146,14 @@ int ob_seq_copy(ob_context *ctx, int32_t src, int32_t dst, int32_t n_pos);
 int ob_seq_reuse_prefix(ob_context *ctx, int32_t seq_id, const ob_token *tokens, int32_t n, int32_t *n_reused);
 /* KV pages: total and in use (parked prefix pages count as free). */
 void ob_kv_usage(const ob_context *ctx, int64_t *used_blocks, int64_t *total_blocks);
+/* See the input of every weight matmul of later ob_decode calls: fn gets
+ * the weight's name ("blk.0.attn_q.weight"), and x[n_tokens][n_in], the
+ * activations it multiplies (valid during the call). For importance
+ * matrices (1bit imatrix). CPU contexts only (OB_ERR_UNSUPPORTED on a GPU);
+ * fn NULL removes it. */
+typedef void (*ob_matmul_observer)(void *user, const char *weight_name, const float *x, int64_t n_in,
+                                   int64_t n_tokens);
+int ob_context_set_matmul_observer(ob_context *ctx, ob_matmul_observer fn, void *user);
 
 /* ======================================================================
  * Tokens
@@ -227,6 +246,51 @@ void ob_sampler_reset(ob_sampler *s);
 typedef struct ob_engine ob_engine;
 typedef struct ob_request ob_request;
 
+/* Speculative decoding (docs/engine.md): a drafter guesses up to n_max
+ * tokens, the target checks them all in one ob_decode, and every token kept
+ * is one the target itself would have produced (greedy: the same tokens;
+ * sampling: the same distribution, by rejection sampling). */
+typedef enum ob_spec_type {
+    OB_SPEC_NONE = 0,
+    OB_SPEC_NGRAM = 1,  /* prompt lookup: continue the latest earlier match of the last tokens */
+    OB_SPEC_DRAFT = 2,  /* a smaller model with the same vocabulary drafts greedily */
+} ob_spec_type;
+
+typedef struct ob_spec_params {
+    ob_spec_type type;
+    int32_t n_max;          /* most tokens drafted per step (default 8) */
+    int32_t n_min;          /* a shorter draft is not verified (default 0) */
+    float p_min;            /* draft model: stop when its top token's probability is below (default 0.75) */
+    int32_t ngram_max;      /* ngram: longest suffix matched, tried down to ngram_min (default 3) */
+    int32_t ngram_min;      /* (default 1) */
+    ob_model *draft_model;  /* OB_SPEC_DRAFT: a loaded draft model (borrowed; outlives the user), or NULL: */
+    const char *draft_path; /* load this GGUF (read during create) ... */
+    const char *draft_device; /* ... on this device (NULL: "cpu") */
+} ob_spec_params;
+
+ob_spec_params ob_spec_default_params(void);
+/* 0 when draft can draft for target: vocabulary sizes within 128 and every
+ * shared id the same text, same BOS/EOS. Otherwise OB_ERR_UNSUPPORTED, the
+ * message naming the first difference. */
+int ob_spec_check_vocab(const ob_model *target, const ob_model *draft);
+
+/* Drafting and verification for the sequences of one context (one thread
+ * drives it, with the context). */
+typedef struct ob_spec ob_spec;
+int ob_spec_create(ob_model *model, ob_context *ctx, const ob_spec_params *params, ob_spec **out); /* ctx: of model */
+void ob_spec_free(ob_spec *sp);
+/* One decode step of sequence seq with speculation. tokens[0..n) is the
+ * whole sequence; its first n-1 positions are in the KV cache and the last
+ * is not. Drafts up to n_max tokens (0: none, a plain decode), verifies
+ * them in one ob_decode, samples with smp (which sees every emitted token
+ * through ob_sampler_accept) and rolls the rejected positions back out of
+ * the cache. out[0..*n_out) gets the accepted drafts plus one token of the
+ * target's own (so 1 <= *n_out <= n_max + 1; out needs n_max + 1 places);
+ * afterwards the cache holds n - 1 + *n_out positions, the last emitted
+ * token not yet in it. *n_drafted (may be NULL) gets the draft's length. */
+int ob_spec_step(ob_spec *sp, int32_t seq, ob_sampler *smp, const ob_token *tokens, int32_t n, int32_t n_max,
+                 ob_token *out, int32_t *n_out, int32_t *n_drafted);
+
 typedef struct ob_engine_params {
     int32_t n_parallel;  /* sequences decoding together (default 1) */
     int32_t n_ctx;       /* positions per sequence (0: model's, at most 4096) */
@@ -236,6 +300,7 @@ typedef struct ob_engine_params {
     int64_t kv_blocks;   /* KV pages (0: n_parallel full sequences) */
     int32_t kv_block_size;
     int32_t queue_max;   /* waiting requests before submit says OB_ERR_FULL (default 64) */
+    ob_spec_params spec; /* speculative decoding for every running request (type NONE: off) */
 } ob_engine_params;
 
 ob_engine_params ob_engine_default_params(void);
@@ -245,6 +310,8 @@ typedef struct ob_gen_params {
     int32_t max_tokens;     /* <= 0: until end of generation or the context is full */
     bool ignore_eos;
     int32_t top_logprobs;   /* -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives */
+    bool no_speculative;    /* do not draft for this request (engine speculation stays on for others) */
+    int32_t spec_n_max;     /* > 0: draft at most this many tokens per step (capped by the engine's); 0: the engine's */
 } ob_gen_params;
 
 ob_gen_params ob_gen_default_params(void);
@@ -282,6 +349,7 @@ typedef struct ob_event {
     char message[256];              /* OB_FINISH_ERROR: why */
     int32_t n_prompt, n_cached, n_generated;
     double t_queue_ms, t_prompt_ms, t_gen_ms;
+    int32_t n_drafted, n_draft_accepted; /* speculative decoding: tokens drafted / kept */
 } ob_event;
 
 /* Start the engine thread. */
@@ -311,9 +379,29 @@ typedef struct ob_engine_stats {
     int32_t waiting, running, n_parallel;
     int64_t kv_blocks_used, kv_blocks_total;
     uint64_t steps, preemptions;
+    uint64_t tokens_drafted, tokens_draft_accepted;
 } ob_engine_stats;
 
 void ob_engine_get_stats(ob_engine *e, ob_engine_stats *out);
+
+/* One slot (sequence) as of the end of the engine's last step, for
+ * llama-server's GET /slots. */
+typedef struct ob_slot_info {
+    int32_t id;
+    bool is_processing;   /* a request holds the slot */
+    int64_t id_task;      /* that request's number (1-based, in submission order); -1 when idle */
+    int32_t n_prompt;     /* its prompt tokens */
+    int32_t n_past;       /* positions it has in the KV cache */
+    int32_t n_cached;     /* prompt positions reused from the prefix cache */
+    int32_t n_decoded;    /* tokens generated so far */
+    int32_t n_predict;    /* its max_tokens, -1 when unbounded */
+    bool has_next_token;  /* still generating */
+    ob_token next_token;  /* the last token generated (-1: none yet) */
+} ob_slot_info;
+
+/* Copy up to n_max slots (n_parallel of them) into out; *n gets the count.
+ * Thread-safe: a snapshot the engine thread publishes after every step. */
+void ob_engine_get_slots(ob_engine *e, ob_slot_info *out, int32_t n_max, int32_t *n);
 
 /* ======================================================================
  * Model store

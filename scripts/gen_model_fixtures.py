@@ -20,7 +20,8 @@ fixed 64-token prompt through the model and records:
                                    over the prompt (what quantized runs can be held
                                    to), and the checks listed below
 
-Checks done here, recorded in meta.json: the greedy ids equal a plain argmax
+meta.json also lists the checkpoint's tensor names and shapes. Checks done
+here, recorded in meta.json: the greedy ids equal a plain argmax
 loop over full forward passes; reloading the saved folder reproduces the
 logits exactly; for the sliding-window case, the window changes the logits
 (so the reference does exercise it).
@@ -67,7 +68,127 @@ CASES = [
     # head_dim 32 != hidden / heads, as in real Qwen3 models
     ("qwen3", "qwen3", {"head_dim": 32}),
     ("qwen3_tied", "qwen3", {"head_dim": 32, "tied": True}),
+    # Gemma: (1 + w) RMSNorm, embeddings times sqrt(hidden), GeGLU (tanh GELU),
+    # NeoX RoPE, tied output
+    ("gemma", "gemma", {"tied": True}),
+    # Gemma 2: post-norms, attention and final logit soft-capping (small caps,
+    # so tanh bends), query_pre_attn_scalar != head_dim, sliding window 16 on
+    # layer 0 (layer 1 global)
+    ("gemma2", "gemma2", {"tied": True, "sliding_window": 16, "query_pre_attn_scalar": 24,
+                          "attn_logit_softcapping": 2.0, "final_logit_softcapping": 4.0}),
+    # Gemma 3: q/k norms, 6 layers (5 local with window 16 and rope base 1e4,
+    # 1 global with base 1e6 and linear scaling 2)
+    ("gemma3", "gemma3", {"tied": True, "n_layer": 6, "sliding_window": 16, "query_pre_attn_scalar": 24,
+                          "rope_local_theta": 10000.0, "rope_global_theta": 1000000.0,
+                          "rope_global": {"rope_type": "linear", "factor": 2.0}}),
+    # Phi-3: fused qkv and gate_up, LongRoPE (short factors within the
+    # original 128 positions; attention factor from max/original = 2)
+    ("phi3", "phi3", {"longrope": True}),
+    # Phi-2: LayerNorm with bias, parallel attention + MLP, partial rotary
+    # 0.5, biases everywhere (lm_head too), tanh GELU, MHA
+    ("phi2", "phi2", {"n_head_kv": 4, "partial_rotary_factor": 0.5}),
+    # Mixture of experts: 8 experts, top-2, expert width 32
+    ("qwen3moe", "qwen3moe", {"head_dim": 32, "n_expert": 8, "top_k": 2}),
+    ("qwen2moe", "qwen2moe", {"n_expert": 8, "top_k": 2, "shared": 64}),
+    ("mixtral", "mixtral", {"n_expert": 4, "top_k": 2}),
+    # Granite: llama plus embedding, residual, attention and logit multipliers
+    ("granite", "granite", {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
+                            "attention_multiplier": 0.1, "logits_scaling": 2.0}),
+    # StableLM: LayerNorm with bias, partial rotary 0.25, q/k/v biases
+    ("stablelm", "stablelm", {"partial_rotary_factor": 0.25}),
+    # GPT-NeoX: fused per-head qkv, parallel residual, partial rotary 0.25,
+    # exact GELU, biases, untied embed_out
+    ("gptneox", "gptneox", {"partial_rotary_factor": 0.25}),
+    # GPT-2: learned positions, Conv1D (transposed) weights, fused c_attn,
+    # tanh GELU, tied
+    ("gpt2", "gpt2", {}),
+    # StarCoder2: LayerNorm with bias, biases everywhere, plain GELU-tanh MLP
+    # (c_fc, c_proj), sliding window 16, tied
+    ("starcoder2", "starcoder2", {"sliding_window": 16}),
 ]
+
+HF_CLASSES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+    "phi2": ("PhiConfig", "PhiForCausalLM"),
+    "qwen3moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "qwen2moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+    "granite": ("GraniteConfig", "GraniteForCausalLM"),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM"),
+    "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM"),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM"),
+}
+
+# families whose config takes its own argument names (built by build_config_other)
+OTHER_FAMILIES = ("granite", "stablelm", "gptneox", "gpt2", "starcoder2")
+
+
+def build_config_other(transformers, family, opts, n_vocab, ids):
+    """Configs of the families past the Llama layout, with each class's own
+    argument names only."""
+    v5 = int(transformers.__version__.split(".")[0]) >= 5
+    cls = getattr(transformers, HF_CLASSES[family][0])
+    ids_kw = dict(bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"])
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    if family == "gpt2":
+        kw = dict(vocab_size=n_vocab, n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=256,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-5, initializer_range=0.2,
+                  tie_word_embeddings=True, use_cache=True, **ids_kw)
+    else:
+        kw = dict(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, max_position_embeddings=256, initializer_range=0.2, use_cache=True,
+                  **ids_kw)
+    if family == "granite":
+        kw.update(num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False,
+                  embedding_multiplier=opts["embedding_multiplier"], residual_multiplier=opts["residual_multiplier"],
+                  attention_multiplier=opts["attention_multiplier"], logits_scaling=opts["logits_scaling"])
+    elif family == "stablelm":
+        kw.update(num_key_value_heads=2, layer_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False,
+                  use_qkv_bias=True, qk_layernorm=False, use_parallel_residual=False,
+                  partial_rotary_factor=opts["partial_rotary_factor"])
+        rope["partial_rotary_factor"] = opts["partial_rotary_factor"]
+    elif family == "gptneox":
+        kw.update(hidden_act="gelu", layer_norm_eps=1e-5, tie_word_embeddings=False, use_parallel_residual=True,
+                  rotary_pct=opts["partial_rotary_factor"], attention_bias=True)
+        rope["partial_rotary_factor"] = opts["partial_rotary_factor"]
+    elif family == "starcoder2":
+        kw.update(num_key_value_heads=2, norm_epsilon=1e-5, hidden_act="gelu_pytorch_tanh",
+                  tie_word_embeddings=True, use_bias=True, sliding_window=opts["sliding_window"])
+    if family != "gpt2":
+        if v5:
+            kw["rope_parameters"] = rope
+        else:
+            kw["rope_theta"] = 10000.0
+            if family == "gptneox":
+                kw["rotary_emb_base"] = 10000.0
+    cfg = cls(**kw)
+    assert cfg.vocab_size == n_vocab and cfg.hidden_size == 64 and cfg.num_hidden_layers == 2, cfg
+    assert cfg.num_attention_heads == 4, cfg
+    if family == "granite":
+        for k in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+            assert getattr(cfg, k) == opts[k], (k, getattr(cfg, k))
+    if family in ("stablelm", "gptneox"):
+        prf = getattr(cfg, "partial_rotary_factor", None)
+        if prf is None:
+            prf = (getattr(cfg, "rope_parameters", None) or {}).get("partial_rotary_factor")
+        if prf is None:
+            prf = getattr(cfg, "rotary_pct", None)
+        assert prf == opts["partial_rotary_factor"], prf
+    if family == "stablelm":
+        assert cfg.use_qkv_bias and not cfg.qk_layernorm and not cfg.use_parallel_residual
+    if family == "gptneox":
+        assert cfg.use_parallel_residual
+    if family == "starcoder2":
+        assert cfg.sliding_window == opts["sliding_window"] and cfg.use_bias, cfg
+    return cfg
 
 WORDS = ("the a of and to in is was it that he she they we you for on with as at by from this have had not "
          "but what all were when there can an your which their said if do will each about how up out them "
@@ -130,20 +251,64 @@ def prompt_ids(seed, n_vocab, ids):
 
 
 def build_config(transformers, family, opts, n_vocab, ids):
+    if family in OTHER_FAMILIES:
+        return build_config_other(transformers, family, opts, n_vocab, ids)
     v5 = int(transformers.__version__.split(".")[0]) >= 5
-    cls_name = {"llama": "LlamaConfig", "mistral": "MistralConfig", "qwen2": "Qwen2Config",
-                "qwen3": "Qwen3Config"}[family]
-    cls = getattr(transformers, cls_name)
-    kw = dict(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
-              initializer_range=0.2, hidden_act="silu", tie_word_embeddings=bool(opts.get("tied")),
+    cls = getattr(transformers, HF_CLASSES[family][0])
+    n_layer = opts.get("n_layer", 2)
+    kw = dict(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=n_layer,
+              num_attention_heads=4, num_key_value_heads=opts.get("n_head_kv", 2), max_position_embeddings=256,
+              initializer_range=0.2, tie_word_embeddings=bool(opts.get("tied")),
               bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"], use_cache=True)
+    gemma = family.startswith("gemma")
+    if family == "phi2":
+        kw.update(hidden_act="gelu_new", layer_norm_eps=1e-5, qk_layernorm=False,
+                  partial_rotary_factor=opts["partial_rotary_factor"])
+    elif gemma:
+        kw.update(hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, head_dim=16)
+    else:
+        kw.update(rms_norm_eps=1e-5, hidden_act="silu")
     if "head_dim" in opts:
         kw["head_dim"] = opts["head_dim"]
     if family == "mistral":
         kw["sliding_window"] = opts.get("sliding_window")
+    if family in ("gemma2", "gemma3"):
+        kw["sliding_window"] = opts["sliding_window"]
+        kw["query_pre_attn_scalar"] = opts["query_pre_attn_scalar"]
+        kw["attn_logit_softcapping"] = opts.get("attn_logit_softcapping")
+        kw["final_logit_softcapping"] = opts.get("final_logit_softcapping")
+        pattern = 2 if family == "gemma2" else 6
+        kw["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layer)]
+    if family in ("phi3", "mixtral", "qwen3moe", "qwen2moe"):
+        kw["sliding_window"] = None
+    if family == "qwen3moe":
+        kw.update(moe_intermediate_size=32, num_experts=opts["n_expert"], num_experts_per_tok=opts["top_k"],
+                  norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.0)
+    if family == "qwen2moe":
+        kw.update(moe_intermediate_size=32, shared_expert_intermediate_size=opts["shared"],
+                  num_experts=opts["n_expert"], num_experts_per_tok=opts["top_k"], norm_topk_prob=False,
+                  decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.0)
+    if family == "mixtral":
+        kw.update(num_local_experts=opts["n_expert"], num_experts_per_tok=opts["top_k"], router_aux_loss_coef=0.0)
     rope = dict(opts.get("rope") or {"rope_type": "default"})
-    if v5:
+    if family == "phi3" and opts.get("longrope"):
+        # distinct per-dimension factors: any misplaced one shows in the logits
+        rope = {"rope_type": "longrope",
+                "short_factor": [1.0 + 0.25 * i for i in range(8)],
+                "long_factor": [2.0 + 0.5 * i for i in range(8)]}
+        kw["original_max_position_embeddings"] = 128
+    if family == "phi2":
+        rope["partial_rotary_factor"] = opts["partial_rotary_factor"]
+    if family == "gemma3":
+        glob = dict(opts["rope_global"], rope_theta=opts["rope_global_theta"])
+        loc = {"rope_type": "default", "rope_theta": opts["rope_local_theta"]}
+        if v5:
+            kw["rope_parameters"] = {"full_attention": glob, "sliding_attention": loc}
+        else:
+            kw["rope_theta"] = opts["rope_global_theta"]
+            kw["rope_local_base_freq"] = opts["rope_local_theta"]
+            kw["rope_scaling"] = dict(opts["rope_global"])
+    elif v5:
         rope["rope_theta"] = 10000.0
         kw["rope_parameters"] = rope
     else:
@@ -151,20 +316,36 @@ def build_config(transformers, family, opts, n_vocab, ids):
         kw["rope_scaling"] = None if rope["rope_type"] == "default" else rope
     cfg = cls(**kw)
     # What the model will do must be what we asked for.
-    assert cfg.vocab_size == n_vocab and cfg.hidden_size == 64 and cfg.num_key_value_heads == 2
-    if "head_dim" in opts:
-        assert cfg.head_dim == opts["head_dim"], cfg.head_dim
+    assert cfg.vocab_size == n_vocab and cfg.hidden_size == 64, cfg
+    assert cfg.num_key_value_heads == kw["num_key_value_heads"], cfg.num_key_value_heads
+    if "head_dim" in kw:
+        assert cfg.head_dim == kw["head_dim"], cfg.head_dim
     if family == "mistral":
         assert cfg.sliding_window == opts.get("sliding_window"), cfg.sliding_window
+    if family in ("gemma2", "gemma3"):
+        assert cfg.sliding_window == opts["sliding_window"], cfg.sliding_window
+        assert list(cfg.layer_types) == kw["layer_types"], cfg.layer_types
+        assert cfg.attn_logit_softcapping == opts.get("attn_logit_softcapping"), cfg.attn_logit_softcapping
+        assert cfg.final_logit_softcapping == opts.get("final_logit_softcapping"), cfg.final_logit_softcapping
+    if family == "phi2":
+        prf = getattr(cfg, "partial_rotary_factor", None)
+        if prf is None:
+            prf = (getattr(cfg, "rope_parameters", None) or {}).get("partial_rotary_factor")
+        assert prf == opts["partial_rotary_factor"], prf
+    if family in ("qwen3moe", "qwen2moe"):
+        assert cfg.num_experts == opts["n_expert"] and cfg.num_experts_per_tok == opts["top_k"]
+    if family == "mixtral":
+        assert cfg.num_local_experts == opts["n_expert"] and cfg.num_experts_per_tok == opts["top_k"]
     rp = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     if opts.get("rope"):
         assert rp.get("rope_type", rp.get("type")) == opts["rope"]["rope_type"], rp
+    if family == "phi3":
+        assert rp.get("rope_type", rp.get("type")) == "longrope", rp
     return cfg
 
 
 def model_class(transformers, family):
-    return getattr(transformers, {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[family])
+    return getattr(transformers, HF_CLASSES[family][1])
 
 
 def make_model(torch, transformers, family, cfg, seed):
@@ -181,7 +362,7 @@ def make_model(torch, transformers, family, cfg, seed):
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if name.endswith("norm.weight") or (".ln_" in name and name.endswith(".weight")):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
@@ -271,6 +452,10 @@ def run_case(torch, transformers, out_root, tok_dir, index, name, family, opts, 
         "torch": torch.__version__, "transformers": transformers.__version__,
         "attn_implementation": "eager", "dtype": "float32", "device": "cpu",
     }
+    # the checkpoint's tensor names and shapes, as save_pretrained wrote them
+    from safetensors import safe_open
+    with safe_open(os.path.join(d, "model.safetensors"), framework="pt") as st:
+        meta["tensors"] = {k: list(st.get_slice(k).get_shape()) for k in st.keys()}
     try:
         import tokenizers
         meta["tokenizers"] = tokenizers.__version__

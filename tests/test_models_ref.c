@@ -49,18 +49,50 @@ typedef struct ref_case {
     bool tied, qkv_bias, qk_norm, permuted;
     const char *rope;     /* NULL, "linear", "yarn", "llama3" */
     int sliding_window;
+    /* Architectures past the Llama family: their layer count, and the
+     * tensors (space-separated; "blk.N." is checked in every layer) whose
+     * presence and shape [ne0 x ne1] the file must show, instead of the
+     * Llama tensor set. NULL: the Llama set. */
+    int n_layer;
+    const char *tensors;
 } ref_case;
 
 static const ref_case CASES[] = {
-    {"llama", "llama", 16, false, false, false, true, NULL, 0},
-    {"llama_tied", "llama", 16, true, false, false, true, NULL, 0},
-    {"llama_rope_linear", "llama", 16, false, false, false, true, "linear", 0},
-    {"llama_rope_yarn", "llama", 16, false, false, false, true, "yarn", 0},
-    {"llama_rope_llama3", "llama", 16, false, false, false, true, "llama3", 0},
-    {"mistral_swa", "llama", 16, false, false, false, true, NULL, 16},
-    {"qwen2", "qwen2", 16, false, true, false, false, NULL, 0},
-    {"qwen3", "qwen3", 32, false, false, true, false, NULL, 0},
-    {"qwen3_tied", "qwen3", 32, true, false, true, false, NULL, 0},
+    {"llama", "llama", 16, false, false, false, true, NULL, 0, 2, NULL},
+    {"llama_tied", "llama", 16, true, false, false, true, NULL, 0, 2, NULL},
+    {"llama_rope_linear", "llama", 16, false, false, false, true, "linear", 0, 2, NULL},
+    {"llama_rope_yarn", "llama", 16, false, false, false, true, "yarn", 0, 2, NULL},
+    {"llama_rope_llama3", "llama", 16, false, false, false, true, "llama3", 0, 2, NULL},
+    {"mistral_swa", "llama", 16, false, false, false, true, NULL, 16, 2, NULL},
+    {"qwen2", "qwen2", 16, false, true, false, false, NULL, 0, 2, NULL},
+    {"qwen3", "qwen3", 32, false, false, true, false, NULL, 0, 2, NULL},
+    {"qwen3_tied", "qwen3", 32, true, false, true, false, NULL, 0, 2, NULL},
+    {"gemma", "gemma", 16, true, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"gemma2", "gemma2", 16, true, false, false, false, NULL, 16, 2,
+     "token_embd.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.post_attention_norm.weight:64x1 "
+     "blk.N.ffn_norm.weight:64x1 blk.N.post_ffw_norm.weight:64x1 blk.N.ffn_up.weight:64x128"},
+    {"gemma3", "gemma3", 16, true, false, true, false, "linear", 16, 6,
+     "token_embd.weight:64x384 blk.N.attn_q_norm.weight:16x1 blk.N.attn_k_norm.weight:16x1 "
+     "blk.N.post_attention_norm.weight:64x1 blk.N.ffn_norm.weight:64x1 blk.N.post_ffw_norm.weight:64x1"},
+    {"phi3", "phi3", 16, false, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 rope_factors_long.weight:8x1 rope_factors_short.weight:8x1 "
+     "blk.N.attn_qkv.weight:64x128 blk.N.ffn_up.weight:64x256 blk.N.ffn_down.weight:128x64"},
+    {"phi2", "phi2", 8, false, true, false, false, NULL, 0, 2,
+     "output.weight:64x384 output.bias:384x1 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_q.bias:64x1 blk.N.attn_output.bias:64x1 blk.N.ffn_up.weight:64x128 blk.N.ffn_up.bias:128x1 "
+     "blk.N.ffn_down.bias:64x1"},
+    {"qwen3moe", "qwen3moe", 32, false, false, true, false, NULL, 0, 2,
+     "blk.N.attn_q_norm.weight:32x1 blk.N.ffn_gate_inp.weight:64x8 blk.N.ffn_gate_exps.weight:64x32 "
+     "blk.N.ffn_up_exps.weight:64x32 blk.N.ffn_down_exps.weight:32x64"},
+    {"qwen2moe", "qwen2moe", 16, false, true, false, false, NULL, 0, 2,
+     "blk.N.attn_q.bias:64x1 blk.N.ffn_gate_inp.weight:64x8 blk.N.ffn_gate_exps.weight:64x32 "
+     "blk.N.ffn_down_exps.weight:32x64 blk.N.ffn_gate_inp_shexp.weight:64x1 blk.N.ffn_gate_shexp.weight:64x64 "
+     "blk.N.ffn_up_shexp.weight:64x64 blk.N.ffn_down_shexp.weight:64x64"},
+    {"mixtral", "llama", 16, false, false, false, true, NULL, 0, 2,
+     "blk.N.ffn_gate_inp.weight:64x4 blk.N.ffn_gate_exps.weight:64x128 blk.N.ffn_up_exps.weight:64x128 "
+     "blk.N.ffn_down_exps.weight:128x64"},
 };
 
 /* What each weight type may cost. u is the rms relative rounding error of
@@ -151,12 +183,12 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
     uint32_t u = 0;
 #define KEY(x) (snprintf(k, sizeof k, "%s.%s", c->arch, x), k)
     CHECK_OK(ob_gguf_get_u32(g, KEY("block_count"), &u));
-    CHECK_EQ_INT(u, 2);
+    CHECK_EQ_INT(u, c->n_layer);
     CHECK_OK(ob_gguf_get_u32(g, KEY("rope.dimension_count"), &u));
-    CHECK_EQ_INT(u, c->head_dim);
+    CHECK_EQ_INT(u, c->head_dim); /* phi2: the rotated part of the head */
     /* written when config.json states head_dim (Qwen2's does not) */
-    if (ob_gguf_get_u32(g, KEY("attention.key_length"), &u) == 0) CHECK_EQ_INT(u, c->head_dim);
-    if (c->head_dim * 4 != 64) CHECK(ob_gguf_get(g, KEY("attention.key_length")) != NULL);
+    if (!c->tensors && ob_gguf_get_u32(g, KEY("attention.key_length"), &u) == 0) CHECK_EQ_INT(u, c->head_dim);
+    if (!c->tensors && c->head_dim * 4 != 64) CHECK(ob_gguf_get(g, KEY("attention.key_length")) != NULL);
     CHECK_OK(ob_gguf_get_u32(g, KEY("vocab_size"), &u));
     CHECK_EQ_INT(u, fx->n_vocab);
     if (c->sliding_window) {
@@ -172,6 +204,55 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
     else
         CHECK(rt == NULL);
 #undef KEY
+    if (c->tensors) {
+        /* the listed tensors, in every layer for blk.N. names */
+        char list[1024];
+        snprintf(list, sizeof list, "%s", c->tensors);
+        for (char *save = NULL, *tok = strtok_r(list, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+            char name[96];
+            long long a = 0, bb = 0;
+            char *colon = strchr(tok, ':');
+            CHECK(colon && sscanf(colon + 1, "%lldx%lld", &a, &bb) == 2);
+            if (!colon) continue;
+            *colon = 0;
+            bool per_layer = !strncmp(tok, "blk.N.", 6);
+            for (int l = 0; l < (per_layer ? c->n_layer : 1); l++) {
+                if (per_layer)
+                    snprintf(name, sizeof name, "blk.%d.%s", l, tok + 6);
+                else
+                    snprintf(name, sizeof name, "%s", tok);
+                const ob_gguf_tensor *t = ob_gguf_find_tensor(g, name);
+                CHECK_MSG(t != NULL, "%s: no %s", c->name, name);
+                if (!t) continue;
+                CHECK_MSG(t->ne[0] == a && t->ne[1] == bb, "%s: %s is %lld x %lld", c->name, name, (long long)t->ne[0],
+                          (long long)t->ne[1]);
+                ob_type wt = (t->n_dims == 1 || strstr(name, "_norm.") || strstr(name, "ffn_gate_inp")) ? OB_TYPE_F32 : type;
+                CHECK_MSG(t->type == wt, "%s: %s is %s", c->name, name, ob_type_name(t->type));
+            }
+        }
+        CHECK(c->tied == (ob_gguf_find_tensor(g, "output.weight") == NULL));
+        /* Gemma's norms are stored as 1 + w (llama.cpp's convention); others as w */
+        if (type == OB_TYPE_F32) {
+            char p[1200];
+            snprintf(p, sizeof p, "%s/model.safetensors", fx->dir);
+            ob_safetensors *st = NULL;
+            CHECK_OK(ob_safetensors_open(p, &st));
+            const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.0.attn_norm.weight");
+            const ob_st_tensor *src = st ? ob_safetensors_find(st, "model.layers.0.input_layernorm.weight") : NULL;
+            CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64);
+            float add = !strncmp(c->arch, "gemma", 5) ? 1.0f : 0.0f;
+            int bad = 0;
+            for (int i = 0; t && src && i < 64; i++) {
+                float w;
+                memcpy(&w, src->data + 4 * i, 4);
+                bad += ((const float *)t->data)[i] != w + add;
+            }
+            CHECK_MSG(bad == 0, "%s: %d attn_norm weights are not the source%s", c->name, bad, add ? " + 1" : "");
+            ob_safetensors_free(st);
+        }
+        ob_gguf_free(g);
+        return;
+    }
     /* the tensor set of the case, with shapes */
     int n_want = 0;
     const int E = 64, F = 128, HD = c->head_dim, Q = 4 * HD, KV = 2 * HD;
@@ -272,7 +353,7 @@ static bool run_engine(const char *path, const fixture *fx, run_out *o) {
     CHECK_EQ_INT(ob_model_n_vocab(m), fx->n_vocab);
     ob_context_params cp = ob_context_default_params();
     cp.n_ctx = 128;
-    cp.n_threads = 2;
+    cp.n_threads = 1; /* tiny models: thread hand-offs cost more than they save (two tests share two cores in CI) */
     cp.kv_type = OB_KV_F32;
     ob_context *ctx = NULL;
     CHECK_OK(ob_context_create(m, &cp, &ctx));
@@ -320,17 +401,32 @@ static double row_rel_err(const float *a, const float *b, int n) {
     return m > 0 ? e / m : e;
 }
 
+/* Mixture of experts under rounded weights: where the reference router has
+ * a near tie between its k-th and (k+1)-th expert, the rounding can pick the
+ * other one, and that position's logits then differ by O(1) (a discrete
+ * switch, not an accumulation of rounding). Such positions are counted as
+ * routing flips: at most MOE_MAX_FLIPS of the 64, excluded from the
+ * worst-position bound and from the top-1 count; the mean bound still
+ * covers every position. F32 allows none. */
+#define MOE_MAX_FLIPS 4
+
 static void compare(const ref_case *c, const fixture *fx, ob_type type, const run_out *o, const run_out *f32) {
     int V = fx->n_vocab;
     tolerance tol = tol_of(type);
-    double worst = 0, mean = 0, worst_abs = 0;
-    int top_ok = 0;
+    const bool moe = c->tensors && strstr(c->tensors, "_exps") && type != OB_TYPE_F32;
+    double worst = 0, mean = 0, worst_abs = 0, worst_flip = 0;
+    int top_ok = 0, flips = 0;
     for (int p = 0; p < N_PROMPT; p++) {
         const float *a = o->logits + (size_t)p * V, *r = fx->logits + (size_t)p * V;
         double e = row_rel_err(a, r, V);
-        worst = fmax(worst, e);
         mean += e / N_PROMPT;
         for (int i = 0; i < V; i++) worst_abs = fmax(worst_abs, fabs((double)a[i] - r[i]));
+        if (moe && e >= tol.max) {
+            flips++;
+            worst_flip = fmax(worst_flip, e);
+            continue;
+        }
+        worst = fmax(worst, e);
         int ta = argmax(a, V, NULL), tr = argmax(r, V, NULL);
         top_ok += ta == tr;
         if (type == OB_TYPE_F32)
@@ -339,8 +435,10 @@ static void compare(const ref_case *c, const fixture *fx, ob_type type, const ru
     const char *tn = ob_type_name(type);
     CHECK_MSG(worst < tol.max, "%s %s: worst relative error %.3g >= %.3g", c->name, tn, worst, tol.max);
     CHECK_MSG(mean < tol.mean, "%s %s: mean relative error %.3g >= %.3g", c->name, tn, mean, tol.mean);
-    CHECK_MSG(top_ok >= tol.min_top1, "%s %s: top-1 agrees at %d of %d positions (want %d)", c->name, tn, top_ok,
-              N_PROMPT, tol.min_top1);
+    CHECK_MSG(flips <= MOE_MAX_FLIPS, "%s %s: %d positions beyond the bound (at most %d routing flips)", c->name, tn,
+              flips, MOE_MAX_FLIPS);
+    CHECK_MSG(top_ok >= tol.min_top1 - flips, "%s %s: top-1 agrees at %d of %d positions (want %d)", c->name, tn,
+              top_ok, N_PROMPT - flips, tol.min_top1 - flips);
     /* Greedy: identical for F32. For quantized weights identical until a step
      * where the F32 run's own margin is within twice the error measured on the
      * prompt: from such a near-tie on, the continuations may part. */
@@ -352,6 +450,8 @@ static void compare(const ref_case *c, const fixture *fx, ob_type type, const ru
     if (getenv("OB_TEST_VERBOSE")) {
         fprintf(stderr, "  %-18s %-5s rel err mean %.3g max %.3g (bounds %.2g, %.2g)  top-1 %d/%d  greedy %d/%d\n",
                 c->name, tn, mean, worst, tol.mean, tol.max, top_ok, N_PROMPT, same, N_GEN);
+        if (flips)
+            fprintf(stderr, "    routing flips: %d positions (worst relative error there %.3g)\n", flips, worst_flip);
         if (same < N_GEN && f32)
             fprintf(stderr, "    parted at step %d: F32 margin there %.4g < 2 x max abs error %.4g\n", same,
                     f32->gen_margin[same], 2 * worst_abs);
@@ -404,5 +504,13 @@ TEST(mistral_swa) { run_case(&CASES[5]); }
 TEST(qwen2) { run_case(&CASES[6]); }
 TEST(qwen3) { run_case(&CASES[7]); }
 TEST(qwen3_tied) { run_case(&CASES[8]); }
+TEST(gemma) { run_case(&CASES[9]); }
+TEST(gemma2) { run_case(&CASES[10]); }
+TEST(gemma3) { run_case(&CASES[11]); }
+TEST(phi3) { run_case(&CASES[12]); }
+TEST(phi2) { run_case(&CASES[13]); }
+TEST(qwen3moe) { run_case(&CASES[14]); }
+TEST(qwen2moe) { run_case(&CASES[15]); }
+TEST(mixtral) { run_case(&CASES[16]); }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -36,6 +36,7 @@
 #include "server/request.h"
 #include "server/server.h"
 #include "server/text.h"
+#include "gguf/gguf.h"
 #include "test.h"
 
 #ifndef OB_CLI_PATH
@@ -602,11 +603,292 @@ TEST(props_slots_metrics) {
 TEST(embeddings_are_refused_clearly) {
     NEED_SERVER();
     int st;
+    /* this server was started without --embeddings */
     json_t *j = post("/v1/embeddings", "{\"input\":\"hello\",\"model\":\"x\"}", &st);
     check_error(j, st, 501, "not_supported", NULL);
-    CHECK(jstr(j, "error.message") && strstr(jstr(j, "error.message"), "not supported"));
+    CHECK(jstr(j, "error.message") && strstr(jstr(j, "error.message"), "--embeddings"));
+    json_decref(j);
+    j = post("/v1/rerank", "{\"query\":\"a\",\"documents\":[\"b\"]}", &st);
+    check_error(j, st, 501, "not_supported", NULL);
     json_decref(j);
     check_still_serving();
+}
+
+/* ---------------- embeddings ---------------- */
+
+/* The final hidden states (after the output norm) of the prompt
+ * [1,403,407,261,378], one row per token, from an embeddings context. */
+static const ob_token EMB_PROMPT[5] = {1, 403, 407, 261, 378};
+
+static float *hidden_states(ob_model *m) {
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    ob_context *ctx = NULL;
+    if (ob_context_create(m, &cp, &ctx) < 0) return NULL;
+    int E = ob_model_n_embd(m);
+    float *h = calloc((size_t)5 * (size_t)E, sizeof(float));
+    int32_t pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+    int8_t all[5] = {1, 1, 1, 1, 1};
+    ob_batch b = {5, EMB_PROMPT, pos, seq, all};
+    bool ok = ob_context_set_embeddings(ctx, true) == 0 && ob_decode(ctx, &b) == 0;
+    for (int i = 0; ok && i < 5; i++) {
+        const float *row = ob_get_embeddings(ctx, i);
+        ok = row != NULL && ob_get_logits(ctx, i) == NULL;
+        if (ok) memcpy(h + (size_t)i * E, row, (size_t)E * sizeof(float));
+    }
+    ob_context_free(ctx);
+    if (!ok) free(h);
+    return ok ? h : NULL;
+}
+
+/* A second path to the same numbers: stories260K's logits are its output
+ * matrix (tied to token_embd) times the hidden state, so the embeddings
+ * times that matrix, computed here in double, must give the logits an
+ * ordinary context computes. */
+TEST(embeddings_times_output_matrix_are_the_logits) {
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("../shared/models is absent");
+        return;
+    }
+    const char *path = test_path(dir, "stories260K/stories260K.gguf");
+    ob_model *m = NULL;
+    CHECK_EQ_INT(ob_model_load(path, NULL, &m), 0);
+    if (!m) return;
+    CHECK_EQ_INT(ob_model_pooling_type(m), -1); /* this file does not say */
+    const int E = ob_model_n_embd(m), V = ob_model_n_vocab(m);
+    float *h = hidden_states(m);
+    CHECK(h != NULL);
+    ob_gguf *g = NULL;
+    CHECK_EQ_INT(ob_gguf_open(path, &g), 0);
+    const ob_gguf_tensor *w = g ? ob_gguf_find_tensor(g, "output.weight") : NULL;
+    if (g && !w) w = ob_gguf_find_tensor(g, "token_embd.weight");
+    CHECK(w && w->type == OB_TYPE_F32 && w->ne[0] == E && w->ne[1] == V);
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    ob_context *ctx = NULL;
+    CHECK_EQ_INT(ob_context_create(m, &cp, &ctx), 0);
+    int32_t pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+    int8_t all[5] = {1, 1, 1, 1, 1};
+    ob_batch b = {5, EMB_PROMPT, pos, seq, all};
+    CHECK_EQ_INT(ob_decode(ctx, &b), 0);
+    double max_err = 0, max_abs = 0;
+    for (int i = 0; h && w && ctx && i < 5; i++) {
+        const float *lg = ob_get_logits(ctx, i);
+        CHECK(lg != NULL);
+        if (!lg) break;
+        for (int v = 0; v < V; v++) {
+            const float *row = (const float *)w->data + (size_t)v * E;
+            double acc = 0;
+            for (int d = 0; d < E; d++) acc += (double)row[d] * h[(size_t)i * E + d];
+            double err = fabs(acc - lg[v]);
+            if (err > max_err) max_err = err;
+            if (fabs(lg[v]) > max_abs) max_abs = fabs(lg[v]);
+        }
+    }
+    /* float32 matmul against a double dot product of 64 terms */
+    CHECK_MSG(max_err < 1e-4 * (1 + max_abs), "max |W h - logits| = %g (logits up to %g)", max_err, max_abs);
+    /* the switch goes back off: logits again */
+    CHECK_EQ_INT(ob_context_set_embeddings(ctx, true), 0);
+    CHECK_EQ_INT(ob_context_set_embeddings(ctx, false), 0);
+    int32_t p5 = 5, s0 = 0;
+    ob_batch b1 = {1, EMB_PROMPT, &p5, &s0, NULL};
+    CHECK_EQ_INT(ob_decode(ctx, &b1), 0);
+    CHECK(ob_get_logits(ctx, 0) != NULL && ob_get_embeddings(ctx, 0) == NULL);
+    ob_context_free(ctx);
+    ob_gguf_free(g);
+    free(h);
+    ob_model_free(m);
+}
+
+static ob_server *start_embd_server(int pooling, int *port) {
+    const char *dir = test_models_dir();
+    if (!dir) return NULL;
+    ob_server_params p;
+    ob_server_default_params(&p);
+    p.model_path = test_path(dir, "stories260K/stories260K.gguf");
+    p.port = 0;
+    p.device = "cpu";
+    p.engine.n_parallel = 1;
+    p.engine.n_threads = 1;
+    p.quiet = true;
+    p.embeddings = true;
+    p.pooling = pooling;
+    ob_server *s = NULL;
+    if (ob_server_start(&p, &s) < 0) return NULL;
+    if (ob_server_wait_ready(s, 30000) != 0) {
+        ob_server_stop(s);
+        return NULL;
+    }
+    *port = ob_server_port(s);
+    return s;
+}
+
+static json_t *post_to(int port, const char *path, const char *body, int *status) {
+    resp r;
+    *status = 0;
+    if (!http_req(port, "POST", path, NULL, body, &r)) return NULL;
+    *status = r.status;
+    json_t *j = parse(&r);
+    resp_free(&r);
+    return j;
+}
+
+/* data[i].embedding as floats into out[E]; false if the shape is wrong. */
+static bool embedding_at(json_t *j, int i, float *out, int E) {
+    json_t *v = json_object_get(json_array_get(json_object_get(j, "data"), (size_t)i), "embedding");
+    if (!json_is_array(v) || (int)json_array_size(v) != E) return false;
+    for (int d = 0; d < E; d++) out[d] = (float)json_number_value(json_array_get(v, (size_t)d));
+    return true;
+}
+
+static double l2_diff(const float *a, const float *b, int E) {
+    double s = 0;
+    for (int d = 0; d < E; d++) s += ((double)a[d] - b[d]) * ((double)a[d] - b[d]);
+    return sqrt(s);
+}
+
+/* Reference pooling from the engine's per-token hidden states. */
+static void pool_ref(const float *h, int E, int pooling, float *out) {
+    double acc[1024] = {0}, norm = 0;
+    for (int i = 0; i < 5; i++) {
+        if (pooling == 3 && i != 4) continue;
+        if (pooling == 2 && i != 0) continue;
+        for (int d = 0; d < E; d++) acc[d] += h[(size_t)i * E + d] / (pooling == 1 ? 5.0 : 1.0);
+    }
+    for (int d = 0; d < E; d++) norm += acc[d] * acc[d];
+    for (int d = 0; d < E; d++) out[d] = (float)(acc[d] / sqrt(norm));
+}
+
+TEST(embeddings_endpoint) {
+    NEED_TEXT();
+    ob_model *m = NULL;
+    CHECK_EQ_INT(ob_model_load(g_model_path, NULL, &m), 0);
+    if (!m) return;
+    const int E = ob_model_n_embd(m);
+    float *h = hidden_states(m);
+    ob_model_free(m);
+    CHECK(h != NULL && E <= 1024);
+    if (!h || E > 1024) return;
+    float got[1024], ref[1024], other[1024];
+    const int poolings[] = {3 /* last: the default for a file without pooling_type */, 1 /* mean */, 2 /* cls */};
+    for (int k = 0; k < 3; k++) {
+        int port = 0, st = 0;
+        ob_server *srv = start_embd_server(k == 0 ? -1 : poolings[k], &port);
+        CHECK(srv != NULL);
+        if (!srv) break;
+        /* token ids: the same vector the engine's hidden states pool to */
+        json_t *j = post_to(port, "/v1/embeddings", "{\"input\":[1,403,407,261,378],\"model\":\"stories260K\"}", &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(embedding_at(j, 0, got, E));
+        pool_ref(h, E, poolings[k], ref);
+        CHECK_MSG(l2_diff(got, ref, E) < 1e-5, "pooling %d: |got - ref| = %g", poolings[k], l2_diff(got, ref, E));
+        CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "list"));
+        CHECK(jstr(j, "data.0.object") && !strcmp(jstr(j, "data.0.object"), "embedding"));
+        CHECK_EQ_INT(jint(j, "usage.prompt_tokens"), 5);
+        CHECK_EQ_INT(jint(j, "usage.total_tokens"), 5);
+        json_decref(j);
+        if (k > 0) {
+            ob_server_stop(srv);
+            continue;
+        }
+        /* the text that tokenizes to those ids gives the same vector (BOS added as for completions) */
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"Once upon a time\"}", &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(embedding_at(j, 0, other, E) && l2_diff(got, other, E) < 1e-6);
+        json_decref(j);
+        /* unit norm; different inputs differ; a batch of 3 equals 3 singles */
+        double n2 = 0;
+        for (int d = 0; d < E; d++) n2 += (double)got[d] * got[d];
+        CHECK(fabs(n2 - 1) < 1e-5);
+        static const char *const texts[3] = {"Lily went to the park.", "The cat sat.", "Once upon a time"};
+        float singles[3][1024];
+        for (int t = 0; t < 3; t++) {
+            char body[256];
+            snprintf(body, sizeof body, "{\"input\":\"%s\"}", texts[t]);
+            j = post_to(port, "/v1/embeddings", body, &st);
+            CHECK_EQ_INT(st, 200);
+            CHECK(embedding_at(j, 0, singles[t], E));
+            json_decref(j);
+        }
+        CHECK(l2_diff(singles[0], singles[1], E) > 1e-3);
+        j = post_to(port, "/v1/embeddings",
+                    "{\"input\":[\"Lily went to the park.\",\"The cat sat.\",\"Once upon a time\"]}", &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK_EQ_INT(json_array_size(json_object_get(j, "data")), 3);
+        for (int t = 0; t < 3; t++) {
+            CHECK(embedding_at(j, t, other, E) && l2_diff(other, singles[t], E) == 0);
+            CHECK_EQ_INT(jint(json_array_get(json_object_get(j, "data"), (size_t)t), "index"), t);
+        }
+        json_decref(j);
+        /* base64: the same floats, little-endian */
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"Once upon a time\",\"encoding_format\":\"base64\"}", &st);
+        CHECK_EQ_INT(st, 200);
+        const char *b64 = jstr(j, "data.0.embedding");
+        CHECK(b64 && strlen(b64) == (size_t)(E * 4 + 2) / 3 * 4);
+        if (b64 && strlen(b64) >= 8) {
+            static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            unsigned char bytes[6];
+            for (int q = 0; q < 2; q++) { /* two groups of 4 characters -> 6 bytes */
+                unsigned x = 0;
+                for (int c = 0; c < 4; c++) x = x << 6 | (unsigned)(strchr(tbl, b64[q * 4 + c]) - tbl);
+                bytes[q * 3] = (unsigned char)(x >> 16);
+                bytes[q * 3 + 1] = (unsigned char)(x >> 8);
+                bytes[q * 3 + 2] = (unsigned char)x;
+            }
+            float f0;
+            memcpy(&f0, bytes, 4);
+            CHECK(f0 == got[0]);
+        }
+        json_decref(j);
+        /* llama-server's /embedding */
+        j = post_to(port, "/embedding", "{\"content\":\"Once upon a time\"}", &st);
+        CHECK_EQ_INT(st, 200);
+        json_t *v = json_array_get(json_object_get(json_array_get(j, 0), "embedding"), 0);
+        CHECK(json_is_array(v) && (int)json_array_size(v) == E);
+        json_decref(j);
+        /* errors name the field, and the server keeps serving */
+        j = post_to(port, "/v1/embeddings", "{\"model\":\"stories260K\"}", &st);
+        check_error(j, st, 400, "missing_field", "input");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":[\"ok\", 5]}", &st);
+        check_error(j, st, 400, "invalid_type", "input[1]");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":[1, 99999]}", &st);
+        check_error(j, st, 400, "invalid_value", "input");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"\"}", &st);
+        check_error(j, st, 400, "invalid_value", "input");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"a\",\"encoding_format\":\"int8\"}", &st);
+        check_error(j, st, 400, "invalid_value", "encoding_format");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"a\",\"dimensions\":3}", &st);
+        check_error(j, st, 400, "unsupported_parameter", "dimensions");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"a\",\"model\":\"nope\"}", &st);
+        check_error(j, st, 404, "model_not_found", "model");
+        json_decref(j);
+        char big[12000];
+        int o = snprintf(big, sizeof big, "{\"input\":[");
+        for (int t = 0; t < 2100; t++) o += snprintf(big + o, sizeof big - (size_t)o, "%s1", t ? "," : "");
+        snprintf(big + o, sizeof big - (size_t)o, "]}");
+        j = post_to(port, "/v1/embeddings", big, &st);
+        check_error(j, st, 400, "context_length_exceeded", "input");
+        json_decref(j);
+        j = post_to(port, "/v1/embeddings", "{\"input\":\"Once upon a time\"}", &st);
+        CHECK_EQ_INT(st, 200);
+        CHECK(embedding_at(j, 0, other, E) && l2_diff(got, other, E) == 0); /* same input, same vector */
+        json_decref(j);
+        /* completions still work on an embeddings server */
+        j = post_to(port, "/v1/completions", "{\"prompt\":[1,403,407,261,378],\"max_tokens\":3,\"temperature\":0}", &st);
+        CHECK_EQ_INT(st, 200);
+        json_decref(j);
+        ob_server_stop(srv);
+    }
+    free(h);
 }
 
 TEST(tokenize_detokenize) {
@@ -1318,6 +1600,112 @@ TEST(disconnect_cancels_generation) {
     check_still_serving();
 }
 
+/* /slots shows a running request as it goes, and the slot idle after it. */
+TEST(slots_show_running_requests) {
+    NEED_TEXT();
+    const char *body = "{\"prompt\":[1,403,407,261,378],\"max_tokens\":-1,\"ignore_eos\":true,\"stream\":true}";
+    int fd = send_request(g_port, "POST", "/v1/completions", NULL, body, strlen(body));
+    CHECK(fd >= 0);
+    char buf[8192];
+    CHECK(read_some(fd, buf, sizeof buf, 600) > 0); /* it is generating */
+    int st;
+    json_t *j = get("/slots", &st);
+    CHECK_EQ_INT(st, 200);
+    json_t *busy = NULL;
+    size_t i;
+    json_t *sl;
+    json_array_foreach(j, i, sl) {
+        CHECK_EQ_INT(jint(sl, "id"), (long long)i);
+        CHECK_EQ_INT(jint(sl, "n_ctx"), 2048);
+        CHECK(json_is_object(json_object_get(sl, "next_token")));
+        if (json_is_true(json_object_get(sl, "is_processing"))) busy = sl;
+        else CHECK_EQ_INT(jint(sl, "id_task"), -1);
+    }
+    CHECK(busy != NULL);
+    if (busy) {
+        CHECK(jint(busy, "id_task") > 0);
+        CHECK_EQ_INT(jint(busy, "n_prompt_tokens"), 5);
+        CHECK(jint(busy, "next_token.n_decoded") > 0);
+        CHECK(json_is_true(jget(busy, "next_token.has_next_token")));
+        CHECK_EQ_INT(jint(busy, "next_token.n_remain"), -1);
+        CHECK(jint(busy, "n_past") >= 5);
+    }
+    json_decref(j);
+    /* every slot busy is not the case: fail_on_no_slot still answers 200 */
+    j = get("/slots?fail_on_no_slot=1", &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    close(fd);
+    /* once it is cancelled, every slot is idle again */
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    double t0 = now_s();
+    bool idle = false;
+    while (!idle && now_s() - t0 < 10) {
+        j = get("/slots", &st);
+        idle = true;
+        json_array_foreach(j, i, sl) idle &= !json_is_true(json_object_get(sl, "is_processing"));
+        json_decref(j);
+        if (!idle) nanosleep(&ts, NULL);
+    }
+    CHECK(idle);
+}
+
+/* Tools reach the template and a plain-text answer stays plain: no
+ * tool_calls, finish_reason as usual, streamed text equal to the answer. */
+TEST(tools_with_a_text_answer) {
+    NEED_CHAT();
+    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":24,\"temperature\":0,%s}",
+             tools);
+    int st;
+    json_t *j = post("/v1/chat/completions", body, &st);
+    CHECK_EQ_INT(st, 200);
+    const char *content = jstr(j, "choices.0.message.content");
+    CHECK(content != NULL);
+    CHECK(jget(j, "choices.0.message.tool_calls") == NULL);
+    const char *fr = jstr(j, "choices.0.finish_reason");
+    CHECK(fr && (!strcmp(fr, "stop") || !strcmp(fr, "length")));
+    char want[4096];
+    snprintf(want, sizeof want, "%s", content ? content : "");
+    json_decref(j);
+    /* the same, streamed */
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":24,\"temperature\":0,"
+             "\"stream\":true,%s}",
+             tools);
+    resp r;
+    CHECK(http_req(g_port, "POST", "/v1/chat/completions", NULL, body, &r));
+    json_t *evs = sse_events(r.body ? r.body : "");
+    char got[4096] = "";
+    size_t i;
+    json_t *ev;
+    json_array_foreach(evs, i, ev) {
+        const char *d = jstr(ev, "choices.0.delta.content");
+        if (d && strlen(got) + strlen(d) < sizeof got) strcat(got, d);
+        CHECK(jget(ev, "choices.0.delta.tool_calls") == NULL);
+    }
+    CHECK_MSG(strcmp(got, want) == 0, "streamed '%s' vs '%s'", got, want);
+    json_decref(evs);
+    resp_free(&r);
+    /* tool_choice "none" and assistant tool_calls with string arguments are accepted */
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+             "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\","
+             "\"content\":\"sunny\"}],\"max_tokens\":4,\"tool_choice\":\"none\",%s}",
+             tools);
+    j = post("/v1/chat/completions", body, &st);
+    CHECK_EQ_INT(st, 200);
+    json_decref(j);
+    j = post("/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"parallel_tool_calls\":\"yes\"}", &st);
+    check_error(j, st, 400, "invalid_type", "parallel_tool_calls");
+    json_decref(j);
+}
+
 typedef struct client_arg {
     int id;
     int disconnect_after; /* bytes of body to read before leaving; 0 = read to the end */
@@ -1496,8 +1884,10 @@ TEST(cli_flags) {
     CHECK_MSG(sscanf(out, "version: %d (%63[^)])", &build, commit) == 2 && build >= 0 && commit[0], "%s", out);
     CHECK_EQ_INT(run_cli("serve --help", out, sizeof out), 0);
     CHECK(strstr(out, "--ctx-size") && strstr(out, "--api-key-file") && strstr(out, "--spec-draft-n-max"));
-    CHECK_EQ_INT(run_cli("serve -m x.gguf --embeddings", out, sizeof out), 1);
-    CHECK(strstr(out, "--embeddings is not supported"));
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --reranking", out, sizeof out), 1);
+    CHECK(strstr(out, "--reranking is not supported"));
+    CHECK_EQ_INT(run_cli("serve -m x.gguf --embeddings --pooling rank", out, sizeof out), 1);
+    CHECK(strstr(out, "--pooling must be"));
     CHECK_EQ_INT(run_cli("serve -m x.gguf --lora a.gguf", out, sizeof out), 1);
     CHECK_EQ_INT(run_cli("serve -m x.gguf --hf-repo org/repo", out, sizeof out), 1);
     CHECK(strstr(out, "not both"));
@@ -1594,6 +1984,69 @@ TEST(cli_serves_and_shuts_down_on_sigterm) {
     CHECK_EQ_INT(r.status, 404);
     resp_free(&r);
     CHECK_EQ_INT(stop_cli(pid), 0);
+}
+
+/* Every llama-server flag the issue lists (and Lemonade passes), at once,
+ * through the llama-server name: the server starts, serves chat with the key
+ * and embeddings, and warns about the flags it only accepts. */
+TEST(cli_accepts_every_lemonade_flag) {
+    NEED_CHAT();
+    char dir[128], link[192], tmpl[192];
+    snprintf(dir, sizeof dir, "/tmp/ob_test_server_lem_%d", (int)getpid());
+    snprintf(link, sizeof link, "%s/llama-server", dir);
+    snprintf(tmpl, sizeof tmpl, "%s/chatml.jinja", dir);
+    mkdir(dir, 0700);
+    unlink(link);
+    CHECK(symlink(OB_CLI_PATH, link) == 0);
+    FILE *f = fopen(tmpl, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+              f);
+        fclose(f);
+    }
+    char *args[] = {"llama-server", "-m", (char *)g_model_path, "--host", "127.0.0.1", "--port", "0", "--ctx-size", "512",
+                    "-np", "2", "-ngl", "0", "--device", "none", "-t", "1", "--jinja", "--metrics", "--embeddings",
+                    "--pooling", "mean", "-md", (char *)g_model_path, "--spec-draft-n-max", "4", "--spec-draft-p-min", "0.5",
+                    "--context-shift", "--keep", "16", "--reasoning-format", "auto", "--no-ui", "--no-webui", "-fa", "on",
+                    "--api-key", "sk-lemon", "--chat-template-file", tmpl, "--no-mmproj-offload", NULL};
+    pid_t pid;
+    char log[8192];
+    int port = start_cli(link, args, &pid, log, sizeof log);
+    CHECK_MSG(port > 0, "%s", log);
+    CHECK(strstr(log, "--context-shift ignored") != NULL);
+    resp r;
+    CHECK(port > 0 && http_req(port, "GET", "/health", NULL, NULL, &r));
+    CHECK_EQ_INT(r.status, 200);
+    resp_free(&r);
+    const char *auth = "Authorization: Bearer sk-lemon\r\n";
+    CHECK(http_req(port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r));
+    CHECK_EQ_INT(r.status, 401); /* the key is required */
+    resp_free(&r);
+    CHECK(http_req(port, "POST", "/v1/chat/completions", auth,
+                   "{\"model\":\"any\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4}", &r));
+    CHECK_EQ_INT(r.status, 200);
+    json_t *j = parse(&r);
+    CHECK(jget(j, "timings.predicted_n") != NULL);
+    json_decref(j);
+    resp_free(&r);
+    CHECK(http_req(port, "POST", "/v1/embeddings", auth, "{\"input\":\"Once upon a time\"}", &r));
+    CHECK_EQ_INT(r.status, 200);
+    j = parse(&r);
+    CHECK(json_is_array(jget(j, "data.0.embedding")));
+    json_decref(j);
+    resp_free(&r);
+    CHECK(http_req(port, "GET", "/props", auth, NULL, &r));
+    j = parse(&r);
+    CHECK(jstr(j, "chat_template_source") && !strcmp(jstr(j, "chat_template_source"), "file"));
+    CHECK_EQ_INT(jint(j, "default_generation_settings.n_ctx"), 512);
+    json_decref(j);
+    resp_free(&r);
+    CHECK_EQ_INT(stop_cli(pid), 0);
+    unlink(tmpl);
+    unlink(link);
+    rmdir(dir);
 }
 
 TEST(cli_as_llama_server_accepts_any_model_name) {

@@ -107,6 +107,7 @@ typedef enum ob_act {
     OB_ACT_GELU = 1,      /* tanh approximation */
     OB_ACT_GELU_ERF = 2,
     OB_ACT_RELU2 = 3,     /* squared ReLU */
+    OB_ACT_TANH = 4,      /* tanh (logit soft-capping: c * tanh(x / c)) */
 } ob_act;
 
 /* The device interface. Every op is required unless marked optional. */

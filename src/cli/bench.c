@@ -70,6 +70,7 @@ static void usage(void) {
            "       1bit bench --membw [-t N]               memory read bandwidth (the decode floor)\n"
            "       1bit bench --kernels [--type T,T]       matmul kernel microbenchmark (one thread)\n"
            "       1bit bench --pool [-t N]                thread pool dispatch and barrier cost\n"
+           "       1bit bench serve -m MODEL [--config NAME=FLAGS]...  many streaming clients against `1bit serve`\n"
            "options (lists are comma-separated; every combination runs):\n"
            "  -m FILE[,FILE]   model(s)\n"
            "  -p N[,N]         prompt tokens (default 512; 0 = no pp test)\n"
@@ -831,6 +832,7 @@ static void print_md(FILE *f, const result *r) {
 }
 
 int ob_cmd_bench(int argc, char **argv) {
+    if (argc > 0 && !strcmp(argv[0], "serve")) return ob_cmd_bench_serve(argc - 1, argv + 1); /* bench_serve.c */
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.reps = 5, o.n_batch = 512, o.fmt = "md", o.device = "cpu", o.kv = OB_KV_F16, o.warmup = true;

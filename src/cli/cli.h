@@ -13,9 +13,26 @@ int ob_cmd_convert(int argc, char **argv);
 int ob_cmd_eval(int argc, char **argv);
 int ob_cmd_run(int argc, char **argv);
 int ob_cmd_bench(int argc, char **argv);
+int ob_cmd_bench_serve(int argc, char **argv); /* `1bit bench serve` */
 int ob_cmd_template(int argc, char **argv);
 int ob_cmd_pull(int argc, char **argv);
 int ob_cmd_list(int argc, char **argv);
+int ob_cmd_route(int argc, char **argv);
+int ob_cmd_quantize(int argc, char **argv);
+int ob_cmd_perplexity(int argc, char **argv);
+int ob_cmd_kld(int argc, char **argv);
+int ob_cmd_imatrix(int argc, char **argv);
+
+/* The chunk loop perplexity, kld and imatrix share (src/cli/perplexity.c).
+ * read_tokens: a text file tokenized with BOS as the model asks (free with
+ * ob_free). eval_chunk: run tok[0..n_ctx) from an empty sequence 0 in
+ * batches of n_batch and call fn for every position i in [first, n_ctx-1)
+ * with its logits (which predict tok[i+1]). */
+#include "onebit.h"
+typedef void (*ob_ppl_row_fn)(void *user, int32_t i, const float *logits);
+int ob_ppl_read_tokens(ob_model *m, const char *path, ob_token **out, int32_t *n);
+int ob_ppl_eval_chunk(ob_context *ctx, const ob_token *tok, int32_t n_ctx, int32_t first, int32_t n_batch,
+                      ob_ppl_row_fn fn, void *user);
 
 /* Print "1bit: <message>" (with ob_last_error() appended when status < 0)
  * to stderr and return exit code 1. */

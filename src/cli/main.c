@@ -30,6 +30,11 @@ static const subcommand g_cmds[] = {
     {"list", ob_cmd_list, "the models in the store (names -m accepts) and their sizes"},
     {"serve", ob_cmd_serve, "OpenAI-compatible HTTP server (llama-server's flags; docs/serve.md)"},
     {"bench", ob_cmd_bench, "prompt and decode speed like llama-bench; --make-model, --membw"},
+    {"route", ob_cmd_route, "classify a chat request: code, prose, short or long (docs/router.md)"},
+    {"quantize", ob_cmd_quantize, "GGUF -> smaller type or mix (Q4_K_M, ...); --imatrix, --hadamard"},
+    {"perplexity", ob_cmd_perplexity, "perplexity of a text, chunked as llama.cpp does"},
+    {"kld", ob_cmd_kld, "KL divergence of a quantized model against saved base logits"},
+    {"imatrix", ob_cmd_imatrix, "importance matrix from activations on a text (llama.cpp GGUF layout)"},
     {"version", cmd_version, "version, commit and CPU features"},
 };
 

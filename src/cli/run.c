@@ -63,7 +63,14 @@ static void usage(void) {
            "  --device D           cpu (default), cuda, cuda:N, or auto (the GPU when there is one)\n"
            "  --no-bos             do not add the model's BOS token\n"
            "  --special            let the prompt contain special-token text\n"
-           "  --ignore-eos         keep generating past end-of-text\n");
+           "  --ignore-eos         keep generating past end-of-text\n"
+           "speculative decoding (docs/engine.md; the output is the same, only faster when drafts are kept):\n"
+           "  --spec-type T        none (default), ngram (prompt lookup) or draft (with -md)\n"
+           "  -md, --model-draft F draft model with the same vocabulary (implies --spec-type draft)\n"
+           "  --spec-draft-n-max N most tokens drafted per step (default 8)\n"
+           "  --spec-draft-n-min N do not verify drafts shorter than this (default 0)\n"
+           "  --spec-draft-p-min P draft model: stop drafting below this confidence (default 0.75)\n"
+           "  --spec-ngram-size N  ngram: longest suffix matched (default 3)\n");
 }
 
 int ob_cmd_run(int argc, char **argv) {
@@ -72,6 +79,8 @@ int ob_cmd_run(int argc, char **argv) {
     bool add_bos = true, special = false, ignore_eos = false;
     ob_kv_type kv_type = OB_KV_F16;
     ob_sampler_params sp = ob_sampler_default_params();
+    ob_spec_params spec = ob_spec_default_params();
+    const char *draft_path = NULL;
     for (int i = 0; i < argc;) {
         const char *a = argv[i++];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -100,6 +109,17 @@ int ob_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--frequency-penalty")) sp.frequency_penalty = (float)atof(v);
         else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) sp.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) draft_path = v;
+        else if (!strcmp(a, "--spec-draft-n-max")) spec.n_max = atoi(v);
+        else if (!strcmp(a, "--spec-draft-n-min")) spec.n_min = atoi(v);
+        else if (!strcmp(a, "--spec-draft-p-min")) spec.p_min = (float)atof(v);
+        else if (!strcmp(a, "--spec-ngram-size")) spec.ngram_max = atoi(v);
+        else if (!strcmp(a, "--spec-type")) {
+            if (!strcmp(v, "none")) spec.type = OB_SPEC_NONE;
+            else if (!strcmp(v, "ngram")) spec.type = OB_SPEC_NGRAM;
+            else if (!strcmp(v, "draft")) spec.type = OB_SPEC_DRAFT;
+            else return ob_cli_fail(0, "run: --spec-type must be none, ngram or draft");
+        }
         else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f16")) kv_type = OB_KV_F16;
             else if (!strcmp(v, "f32")) kv_type = OB_KV_F32;
@@ -108,6 +128,15 @@ int ob_cmd_run(int argc, char **argv) {
         } else return ob_cli_fail(0, "run: unknown option '%s' (see --help)", a);
     }
     if (!model_path) return ob_cli_fail(0, "run: no model (-m MODEL.gguf)");
+    if (draft_path && spec.type == OB_SPEC_NONE) spec.type = OB_SPEC_DRAFT;
+    if (spec.type == OB_SPEC_DRAFT && !draft_path) return ob_cli_fail(0, "run: --spec-type draft needs -md DRAFT.gguf");
+    char draft_file[4096];
+    if (draft_path) {
+        int drc = ob_model_resolve(draft_path, draft_file, sizeof draft_file);
+        if (drc < 0) return ob_cli_fail(drc, "run: -md");
+        spec.draft_path = draft_file;
+        spec.draft_device = device;
+    }
     /* -m takes a path or a stored name (org/repo[:quant], a file name): docs/store.md */
     char model_file[4096];
     int rrc = ob_model_resolve(model_path, model_file, sizeof model_file);
@@ -124,7 +153,8 @@ int ob_cmd_run(int argc, char **argv) {
     ob_model *m = NULL;
     ob_context *ctx = NULL;
     ob_sampler *smp = NULL;
-    ob_token *toks = NULL;
+    ob_spec *sps = NULL;
+    ob_token *toks = NULL, *seqbuf = NULL;
     int ret = 0, rc;
     double t_load = now_s();
     ob_model_params mp = ob_model_default_params();
@@ -177,6 +207,17 @@ int ob_cmd_run(int argc, char **argv) {
         ret = ob_cli_fail(rc, "run");
         goto out;
     }
+    if (spec.type != OB_SPEC_NONE && (rc = ob_spec_create(m, ctx, &spec, &sps)) < 0) {
+        ret = ob_cli_fail(rc, "run: speculative decoding");
+        goto out;
+    }
+    /* the whole sequence, for the drafters; plus room for one step's tokens */
+    seqbuf = ob_malloc((size_t)(n_ctx + 66) * sizeof(ob_token));
+    if (!seqbuf) {
+        ret = ob_cli_fail(OB_ERR_OOM, "run");
+        goto out;
+    }
+    memcpy(seqbuf, toks, (size_t)n_prompt * sizeof(ob_token));
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
 
@@ -203,11 +244,34 @@ int ob_cmd_run(int argc, char **argv) {
     /* generate */
     char pending[64];
     size_t n_pending = 0;
-    int32_t n_gen = 0;
+    int32_t n_gen = 0, n_q = 0, n_seq = n_prompt;
+    int64_t n_drafted = 0, n_accepted = 0;
+    ob_token queue[65]; /* tokens of one speculative step */
     double t1 = now_s();
     while (ret == 0 && (n_predict < 0 || n_gen < n_predict) && n_prompt + n_gen < n_ctx) {
-        ob_token t = ob_sampler_sample(smp, logits);
-        ob_sampler_accept(smp, t);
+        ob_token t;
+        if (n_q == 0 && sps && n_gen > 0) {
+            /* draft, verify in one batch, keep what the model itself would have produced */
+            int32_t k = n_predict < 0 ? 64 : n_predict - n_gen - 1, d = 0;
+            if ((rc = ob_spec_step(sps, 0, smp, seqbuf, n_seq, k, queue, &n_q, &d)) < 0) {
+                ret = ob_cli_fail(rc, "run: decode");
+                break;
+            }
+            n_drafted += d;
+            n_accepted += n_q - 1;
+            for (int32_t j = 0; j < n_q / 2; j++) { /* reversed: popped from the end */
+                ob_token x = queue[j];
+                queue[j] = queue[n_q - 1 - j];
+                queue[n_q - 1 - j] = x;
+            }
+        }
+        if (n_q > 0) {
+            t = queue[--n_q];
+        } else {
+            t = ob_sampler_sample(smp, logits);
+            ob_sampler_accept(smp, t);
+        }
+        seqbuf[n_seq++] = t;
         n_gen++;
         if (!ignore_eos && ob_token_is_eog(m, t)) break;
         char piece[256];
@@ -227,6 +291,7 @@ int ob_cmd_run(int argc, char **argv) {
             n_pending -= ok;
             fflush(stdout);
         }
+        if (sps) continue; /* the next step decodes t with its draft */
         int32_t p = n_prompt + n_gen - 1;
         int32_t s0 = 0;
         ob_batch b = {1, &t, &p, &s0, NULL};
@@ -247,7 +312,12 @@ int ob_cmd_run(int argc, char **argv) {
     fprintf(stderr, "prompt: %d tokens in %.3f s, %.1f tok/s\n", n_prompt, t_prompt,
             t_prompt > 0 ? n_prompt / t_prompt : 0.0);
     fprintf(stderr, "decode: %d tokens in %.3f s, %.1f tok/s\n", n_gen, t_gen, t_gen > 0 ? n_gen / t_gen : 0.0);
+    if (sps)
+        fprintf(stderr, "speculative: %lld drafted, %lld accepted (%.1f%%)\n", (long long)n_drafted,
+                (long long)n_accepted, n_drafted > 0 ? 100.0 * (double)n_accepted / (double)n_drafted : 0.0);
 out:
+    ob_spec_free(sps);
+    ob_free(seqbuf);
     ob_free(toks);
     ob_free(file_text);
     ob_sampler_free(smp);

@@ -52,6 +52,8 @@ typedef enum opt_id {
     O_REASONING, O_REASONING_BUDGET, O_N_PREDICT, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N,
     O_PRESENCE, O_FREQUENCY, O_SEED, O_VERBOSE, O_LOG_DISABLE, O_QUIET, O_CONTEXT_SHIFT, O_KEEP, O_MODELS_DIR,
     O_HF_REPO, O_HF_FILE, O_HF_TOKEN, O_TEMPLATE_KWARGS,
+    O_SPEC_TYPE, O_DRAFT_MODEL, O_DRAFT_N_MAX, O_DRAFT_N_MIN, O_DRAFT_P_MIN, O_SPEC_NGRAM,
+    O_EMBEDDINGS, O_POOLING,
 } opt_id;
 
 typedef struct opt {
@@ -62,7 +64,7 @@ typedef struct opt {
     const char *why;   /* WARN / REFUSE: the reason shown; SET: help text */
 } opt;
 
-static const char SPEC[] = "speculative decoding is not implemented yet; answers are identical, only not sped up";
+static const char SPEC[] = "the draft model runs on the target's device, with its context size";
 static const char PERF[] = "a performance setting this engine does not have; answers are unaffected";
 
 static const opt g_opts[] = {
@@ -116,16 +118,20 @@ static const opt g_opts[] = {
     {"--cont-batching|-cb", NOVAL, SET, O_NONE, "always on"},
     {"--no-ui|--no-webui", NOVAL, SET, O_NONE, "there is no web UI"},
     {"--slots", NOVAL, SET, O_NONE, "/slots is always on"},
+    {"--embeddings|--embedding", NOVAL, SET, O_EMBEDDINGS, "also serve POST /v1/embeddings (llama, qwen2, qwen3)"},
+    {"--pooling", VAL, SET, O_POOLING, "embeddings pooling: mean, cls or last (default: the model's, else last)"},
     /* accepted with a warning: cannot change an answer */
     {"--context-shift", NOVAL, WARN, O_CONTEXT_SHIFT,
      "context shift is not implemented: an answer that reaches the context size ends with finish_reason \"length\""},
     {"--keep", VAL, WARN, O_KEEP, "only used by context shift, which is not implemented"},
     {"--no-jinja", NOVAL, WARN, O_NONE, "chat templates always run on the Jinja interpreter"},
-    {"-md|--model-draft|--spec-draft-model", VAL, WARN, O_NONE, SPEC},
-    {"--spec-draft-n-max|--draft-max|--draft|--draft-n", VAL, WARN, O_NONE, SPEC},
-    {"--spec-draft-n-min|--draft-min|--draft-n-min", VAL, WARN, O_NONE, SPEC},
-    {"--spec-draft-p-min|--draft-p-min", VAL, WARN, O_NONE, SPEC},
-    {"--spec-type", VAL, WARN, O_NONE, SPEC},
+    {"-md|--model-draft|--spec-draft-model", VAL, SET, O_DRAFT_MODEL,
+     "speculative decoding with this draft model (same vocabulary; docs/engine.md)"},
+    {"--spec-draft-n-max|--draft-max|--draft|--draft-n", VAL, SET, O_DRAFT_N_MAX, "most tokens drafted per step (default 8)"},
+    {"--spec-draft-n-min|--draft-min|--draft-n-min", VAL, SET, O_DRAFT_N_MIN, "shorter drafts are not verified (default 0)"},
+    {"--spec-draft-p-min|--draft-p-min", VAL, SET, O_DRAFT_P_MIN, "draft model: stop below this confidence (default 0.75)"},
+    {"--spec-type", VAL, SET, O_SPEC_TYPE, "none, ngram (prompt lookup) or draft (with -md)"},
+    {"--spec-ngram-size", VAL, SET, O_SPEC_NGRAM, "ngram: longest suffix matched (default 3)"},
     {"-ngld|--gpu-layers-draft|--n-gpu-layers-draft", VAL, WARN, O_NONE, SPEC},
     {"-devd|--device-draft", VAL, WARN, O_NONE, SPEC},
     {"-cd|--ctx-size-draft", VAL, WARN, O_NONE, SPEC},
@@ -146,7 +152,6 @@ static const opt g_opts[] = {
     {"--slot-save-path", VAL, WARN, O_NONE, "slot save/restore is not supported (POST /slots answers 501)"},
     {"--cache-reuse", VAL, WARN, O_NONE, PERF},
     {"-nkvo|--no-kv-offload|-kvu|--kv-unified|--no-kv-unified|--no-warmup|--warmup|--swa-full", NOVAL, WARN, O_NONE, PERF},
-    {"--pooling", VAL, WARN, O_NONE, "embeddings are not supported yet"},
     {"--log-file|--log-prefix-file", VAL, WARN, O_NONE, "logs go to stderr"},
     {"--log-colors", OPTVAL, WARN, O_NONE, "logs are plain"},
     {"--log-prefix|--log-timestamps", NOVAL, WARN, O_NONE, "logs are plain"},
@@ -155,8 +160,7 @@ static const opt g_opts[] = {
     {"--no-mmproj|--no-mmproj-offload|--mmproj-offload|--no-mmproj-auto|--mmproj-auto", NOVAL, WARN, O_NONE,
      "no multimodal projector is loaded"},
     /* refused: ignoring them would change answers */
-    {"--embeddings|--embedding|--reranking|--rerank", NOVAL, REFUSE, O_NONE,
-     "embeddings and reranking are not supported yet; this server generates text only"},
+    {"--reranking|--rerank", NOVAL, REFUSE, O_NONE, "reranking models are not supported yet"},
     {"-mu|--model-url", VAL, REFUSE, O_NONE, "use -hf org/repo[:quant] or download the GGUF file and pass -m FILE"},
     {"--mmproj|-mm|--mmproj-url|-mmu", VAL, REFUSE, O_NONE, "multimodal projectors are not supported yet"},
     {"--lora|--lora-scaled|--control-vector|--control-vector-scaled", VAL, REFUSE, O_NONE, "adapters are not supported yet"},
@@ -448,6 +452,22 @@ int ob_cmd_serve(int argc, char **argv) {
         case O_VERBOSE: ob_log_set_level(OB_LOG_DEBUG), log_set = true; break;
         case O_LOG_DISABLE: ob_log_set_level(OB_LOG_ERROR), log_set = true; break;
         case O_QUIET: p.quiet = true; break;
+        case O_DRAFT_MODEL: p.engine.spec.draft_path = v; break;
+        case O_DRAFT_N_MAX: if ((ret = parse_int(a, v, 0, 64, &x)) == 0) p.engine.spec.n_max = (int32_t)x; break;
+        case O_DRAFT_N_MIN: if ((ret = parse_int(a, v, 0, 64, &x)) == 0) p.engine.spec.n_min = (int32_t)x; break;
+        case O_DRAFT_P_MIN: if ((ret = parse_float(a, v, 0, 1, &d)) == 0) p.engine.spec.p_min = (float)d; break;
+        case O_SPEC_NGRAM: if ((ret = parse_int(a, v, 1, 64, &x)) == 0) p.engine.spec.ngram_max = (int32_t)x; break;
+        case O_EMBEDDINGS: p.embeddings = true; break;
+        case O_POOLING:
+            if ((p.pooling = ob_srv_pooling_parse(v)) < 0 || p.pooling == OB_SRV_POOL_RANK)
+                ret = ob_cli_fail(0, "serve: --pooling must be none, mean, cls or last");
+            break;
+        case O_SPEC_TYPE:
+            if (!strcmp(v, "none")) p.engine.spec.type = OB_SPEC_NONE;
+            else if (!strcmp(v, "ngram") || !strcmp(v, "ngram-simple")) p.engine.spec.type = OB_SPEC_NGRAM;
+            else if (!strcmp(v, "draft")) p.engine.spec.type = OB_SPEC_DRAFT;
+            else ret = ob_cli_fail(0, "serve: --spec-type must be none, ngram or draft");
+            break;
         default: break;
         }
     }
@@ -497,6 +517,20 @@ int ob_cmd_serve(int argc, char **argv) {
     }
     if (!p.model_path) {
         ret = ob_cli_fail(0, "serve: no model: pass -m MODEL.gguf (a path or a stored name) or -hf org/repo[:quant]");
+        goto out;
+    }
+    if (p.engine.spec.draft_path) { /* -md: speculative decoding with a draft model */
+        static char draft_file[4096];
+        int drc = ob_store_resolve(models_dir, p.engine.spec.draft_path, draft_file, sizeof draft_file);
+        if (drc < 0) {
+            ret = ob_cli_fail(drc, "serve: -md");
+            goto out;
+        }
+        p.engine.spec.draft_path = draft_file;
+        if (p.engine.spec.type == OB_SPEC_NONE) p.engine.spec.type = OB_SPEC_DRAFT;
+    }
+    if (p.engine.spec.type == OB_SPEC_DRAFT && !p.engine.spec.draft_path) {
+        ret = ob_cli_fail(0, "serve: --spec-type draft needs -md DRAFT.gguf");
         goto out;
     }
     if (ctk || ctv) {

@@ -51,7 +51,11 @@ long long ob_convert_qk_src_row(long long r, long long rows, long long n_head) {
 typedef enum slot {
     S_TOKEN_EMBD,
     S_ROPE_FREQS,
+    S_ROPE_FACTORS_LONG,
+    S_ROPE_FACTORS_SHORT,
     S_ATTN_NORM,
+    S_ATTN_NORM_B,
+    S_ATTN_QKV,
     S_ATTN_Q,
     S_ATTN_Q_B,
     S_ATTN_K,
@@ -62,19 +66,32 @@ typedef enum slot {
     S_ATTN_O_B,
     S_ATTN_Q_NORM,
     S_ATTN_K_NORM,
+    S_ATTN_POST_NORM,
     S_FFN_NORM,
+    S_FFN_GATE_UP,
     S_FFN_GATE,
     S_FFN_GATE_B,
     S_FFN_UP,
     S_FFN_UP_B,
     S_FFN_DOWN,
     S_FFN_DOWN_B,
+    S_FFN_GATE_INP,
+    S_FFN_GATE_EXPS,
+    S_FFN_UP_EXPS,
+    S_FFN_DOWN_EXPS,
+    S_FFN_GATE_INP_SHEXP,
+    S_FFN_GATE_SHEXP,
+    S_FFN_UP_SHEXP,
+    S_FFN_DOWN_SHEXP,
+    S_FFN_POST_NORM,
     S_OUTPUT_NORM,
+    S_OUTPUT_NORM_B,
     S_OUTPUT,
+    S_OUTPUT_B,
     S_COUNT,
 } slot;
 
-typedef enum dimkind { D_NONE, D_VOCAB, D_EMBD, D_FF, D_Q, D_KV, D_HD } dimkind;
+typedef enum dimkind { D_NONE, D_VOCAB, D_EMBD, D_FF, D_Q, D_KV, D_HD, D_QKV, D_FF2, D_NEXP, D_FFEXP, D_FFSH, D_ONE } dimkind;
 
 static const struct {
     const char *hf;   /* suffix after "model.layers.N." (per-layer) or full name */
@@ -83,7 +100,11 @@ static const struct {
 } g_slots[S_COUNT] = {
     [S_TOKEN_EMBD] = {"model.embed_tokens.weight", "token_embd.weight", D_VOCAB, D_EMBD},
     [S_ROPE_FREQS] = {NULL, "rope_freqs.weight", D_NONE, D_NONE},
+    [S_ROPE_FACTORS_LONG] = {NULL, "rope_factors_long.weight", D_NONE, D_NONE},
+    [S_ROPE_FACTORS_SHORT] = {NULL, "rope_factors_short.weight", D_NONE, D_NONE},
     [S_ATTN_NORM] = {"input_layernorm.weight", "attn_norm.weight", D_EMBD, D_NONE},
+    [S_ATTN_NORM_B] = {"input_layernorm.bias", "attn_norm.bias", D_EMBD, D_NONE},
+    [S_ATTN_QKV] = {"self_attn.qkv_proj.weight", "attn_qkv.weight", D_QKV, D_EMBD},
     [S_ATTN_Q] = {"self_attn.q_proj.weight", "attn_q.weight", D_Q, D_EMBD},
     [S_ATTN_Q_B] = {"self_attn.q_proj.bias", "attn_q.bias", D_Q, D_NONE},
     [S_ATTN_K] = {"self_attn.k_proj.weight", "attn_k.weight", D_KV, D_EMBD},
@@ -94,18 +115,86 @@ static const struct {
     [S_ATTN_O_B] = {"self_attn.o_proj.bias", "attn_output.bias", D_EMBD, D_NONE},
     [S_ATTN_Q_NORM] = {"self_attn.q_norm.weight", "attn_q_norm.weight", D_HD, D_NONE},
     [S_ATTN_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight", D_HD, D_NONE},
+    [S_ATTN_POST_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight", D_EMBD, D_NONE},
+    [S_FFN_GATE_UP] = {"mlp.gate_up_proj.weight", "ffn_up.weight", D_FF2, D_EMBD},
     [S_FFN_GATE] = {"mlp.gate_proj.weight", "ffn_gate.weight", D_FF, D_EMBD},
     [S_FFN_GATE_B] = {"mlp.gate_proj.bias", "ffn_gate.bias", D_FF, D_NONE},
     [S_FFN_UP] = {"mlp.up_proj.weight", "ffn_up.weight", D_FF, D_EMBD},
     [S_FFN_UP_B] = {"mlp.up_proj.bias", "ffn_up.bias", D_FF, D_NONE},
     [S_FFN_DOWN] = {"mlp.down_proj.weight", "ffn_down.weight", D_EMBD, D_FF},
     [S_FFN_DOWN_B] = {"mlp.down_proj.bias", "ffn_down.bias", D_EMBD, D_NONE},
+    [S_FFN_GATE_INP] = {"mlp.gate.weight", "ffn_gate_inp.weight", D_NEXP, D_EMBD},
+    /* experts: one source tensor per expert, stacked into [n_expert][rows][cols] (see expert_of) */
+    [S_FFN_GATE_EXPS] = {"mlp.experts.N.gate_proj.weight", "ffn_gate_exps.weight", D_FFEXP, D_EMBD},
+    [S_FFN_UP_EXPS] = {"mlp.experts.N.up_proj.weight", "ffn_up_exps.weight", D_FFEXP, D_EMBD},
+    [S_FFN_DOWN_EXPS] = {"mlp.experts.N.down_proj.weight", "ffn_down_exps.weight", D_EMBD, D_FFEXP},
+    [S_FFN_GATE_INP_SHEXP] = {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", D_ONE, D_EMBD},
+    [S_FFN_GATE_SHEXP] = {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", D_FFSH, D_EMBD},
+    [S_FFN_UP_SHEXP] = {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", D_FFSH, D_EMBD},
+    [S_FFN_DOWN_SHEXP] = {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", D_EMBD, D_FFSH},
+    [S_FFN_POST_NORM] = {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", D_EMBD, D_NONE},
     [S_OUTPUT_NORM] = {"model.norm.weight", "output_norm.weight", D_EMBD, D_NONE},
+    [S_OUTPUT_NORM_B] = {NULL, "output_norm.bias", D_EMBD, D_NONE},
     [S_OUTPUT] = {"lm_head.weight", "output.weight", D_VOCAB, D_EMBD},
+    [S_OUTPUT_B] = {"lm_head.bias", "output.bias", D_VOCAB, D_NONE},
 };
 
-static bool slot_per_layer(slot s) { return s >= S_ATTN_NORM && s <= S_FFN_DOWN_B; }
+static bool slot_per_layer(slot s) { return s >= S_ATTN_NORM && s <= S_FFN_POST_NORM; }
+
+/* Names that mean another slot in one architecture: Phi-2's own names, and
+ * Gemma 2/3, whose post_attention_layernorm is a post-norm (the pre-FFN norm
+ * is pre_feedforward_layernorm). Looked up before g_slots. */
+static const struct {
+    ob_hf_arch arch;
+    const char *hf;
+    slot s;
+} g_alias[] = {
+    {OB_HF_GEMMA2, "post_attention_layernorm.weight", S_ATTN_POST_NORM},
+    {OB_HF_GEMMA2, "pre_feedforward_layernorm.weight", S_FFN_NORM},
+    {OB_HF_GEMMA3, "post_attention_layernorm.weight", S_ATTN_POST_NORM},
+    {OB_HF_GEMMA3, "pre_feedforward_layernorm.weight", S_FFN_NORM},
+    {OB_HF_PHI2, "self_attn.dense.weight", S_ATTN_O},
+    {OB_HF_PHI2, "self_attn.dense.bias", S_ATTN_O_B},
+    {OB_HF_PHI2, "mlp.fc1.weight", S_FFN_UP},
+    {OB_HF_PHI2, "mlp.fc1.bias", S_FFN_UP_B},
+    {OB_HF_PHI2, "mlp.fc2.weight", S_FFN_DOWN},
+    {OB_HF_PHI2, "mlp.fc2.bias", S_FFN_DOWN_B},
+    {OB_HF_PHI2, "model.final_layernorm.weight", S_OUTPUT_NORM},
+    {OB_HF_PHI2, "model.final_layernorm.bias", S_OUTPUT_NORM_B},
+    {OB_HF_MIXTRAL, "block_sparse_moe.gate.weight", S_FFN_GATE_INP},
+};
+
+static bool is_exps(slot s) { return s == S_FFN_GATE_EXPS || s == S_FFN_UP_EXPS || s == S_FFN_DOWN_EXPS; }
+
+/* "mlp.experts.K.{gate,up,down}_proj.weight" (Qwen MoE) or
+ * "block_sparse_moe.experts.K.w{1,3,2}.weight" (Mixtral): the slot and K, or
+ * false. */
+static bool expert_of(const char *rest, slot *s, long *k) {
+    static const struct {
+        const char *prefix, *suffix;
+        slot s;
+    } forms[] = {
+        {"mlp.experts.", ".gate_proj.weight", S_FFN_GATE_EXPS},       {"mlp.experts.", ".up_proj.weight", S_FFN_UP_EXPS},
+        {"mlp.experts.", ".down_proj.weight", S_FFN_DOWN_EXPS},       {"block_sparse_moe.experts.", ".w1.weight", S_FFN_GATE_EXPS},
+        {"block_sparse_moe.experts.", ".w3.weight", S_FFN_UP_EXPS}, {"block_sparse_moe.experts.", ".w2.weight", S_FFN_DOWN_EXPS},
+    };
+    for (size_t i = 0; i < OB_ARRAY_LEN(forms); i++) {
+        size_t lp = strlen(forms[i].prefix);
+        if (strncmp(rest, forms[i].prefix, lp) != 0 || rest[lp] < '0' || rest[lp] > '9') continue;
+        char *end;
+        errno = 0;
+        long v = strtol(rest + lp, &end, 10);
+        if (errno == 0 && !strcmp(end, forms[i].suffix)) {
+            *s = forms[i].s;
+            *k = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_gemma(ob_hf_arch a) { return a == OB_HF_GEMMA || a == OB_HF_GEMMA2 || a == OB_HF_GEMMA3; }
 
 /* One output tensor. */
 typedef struct planned {
@@ -115,8 +204,10 @@ typedef struct planned {
     const ob_st_tensor *src;  /* NULL for generated tensors */
     ob_type type;
     int n_dims;
-    int64_t ne[2];            /* GGUF order: ne[0] is the row length */
+    int64_t ne[3];            /* GGUF order: ne[0] is the row length; ne[2] = experts (1 otherwise) */
     int64_t permute_heads;    /* 0, or the head count of the llama q/k permutation */
+    const ob_st_tensor **srcs; /* experts: [ne[2]] source of each expert's rows (src = srcs[0]) */
+    bool add_one;             /* Gemma norms: written as 1 + w */
     size_t nbytes;
     size_t scratch_off;       /* SIZE_MAX when the data does not go through scratch */
     const void *data;
@@ -144,6 +235,12 @@ static int64_t dim_value(const ob_hf_config *c, dimkind d) {
     case D_Q: return c->n_head * c->head_dim;
     case D_KV: return c->n_head_kv * c->head_dim;
     case D_HD: return c->head_dim;
+    case D_QKV: return (c->n_head + 2 * c->n_head_kv) * c->head_dim;
+    case D_FF2: return 2 * c->n_ff;
+    case D_NEXP: return c->n_expert;
+    case D_FFEXP: return c->n_ff_exp;
+    case D_FFSH: return c->n_ff_shexp;
+    case D_ONE: return 1;
     default: return 0;
     }
 }
@@ -157,8 +254,14 @@ static void shape_str(const ob_st_tensor *t, char *buf, size_t size) {
 
 /* Map a source name to (slot, layer). Returns 1 if mapped, 0 if the tensor
  * is skipped on purpose, or an error for a name we do not know. */
-static int map_name(const conv *c, const char *name, slot *s, int *layer) {
+static int map_name(const conv *c, const char *name, slot *s, int *layer, long *expert) {
     *layer = -1;
+    *expert = -1;
+    for (size_t i = 0; i < OB_ARRAY_LEN(g_alias); i++)
+        if (g_alias[i].arch == c->cfg.arch && !slot_per_layer(g_alias[i].s) && !strcmp(name, g_alias[i].hf)) {
+            *s = g_alias[i].s;
+            return 1;
+        }
     for (int i = 0; i < S_COUNT; i++)
         if (!slot_per_layer((slot)i) && g_slots[i].hf && !strcmp(name, g_slots[i].hf)) {
             *s = (slot)i;
@@ -178,8 +281,23 @@ static int map_name(const conv *c, const char *name, slot *s, int *layer) {
                               (long long)c->cfg.n_layer);
             /* Cached RoPE frequencies some checkpoints carry; recomputed from hparams. */
             if (!strcmp(rest, "self_attn.rotary_emb.inv_freq")) return 0;
+            if (c->cfg.n_expert > 0 && expert_of(rest, s, expert)) {
+                if (*expert < 0 || *expert >= c->cfg.n_expert)
+                    return ob_err(OB_ERR_FORMAT, "tensor '%s': expert %ld, but config.json has %lld experts", name,
+                                  *expert, (long long)c->cfg.n_expert);
+                *layer = (int)n;
+                return 1;
+            }
+            for (size_t i = 0; i < OB_ARRAY_LEN(g_alias); i++)
+                if (g_alias[i].arch == c->cfg.arch && slot_per_layer(g_alias[i].s) && !strcmp(rest, g_alias[i].hf)) {
+                    *s = g_alias[i].s;
+                    *layer = (int)n;
+                    return 1;
+                }
             for (int i = 0; i < S_COUNT; i++)
-                if (slot_per_layer((slot)i) && !strcmp(rest, g_slots[i].hf)) {
+                /* post_attention_layernorm is the pre-FFN norm unless an alias says otherwise */
+                if (slot_per_layer((slot)i) && i != S_ATTN_POST_NORM && !is_exps((slot)i) &&
+                    (c->cfg.n_expert > 0 || i < S_FFN_GATE_INP || i > S_FFN_DOWN_SHEXP) && !strcmp(rest, g_slots[i].hf)) {
                     *s = (slot)i;
                     *layer = (int)n;
                     return 1;
@@ -205,7 +323,8 @@ static int add_planned(conv *c, const planned *p) {
 /* Output type of a tensor: norms and 1-D tensors stay F32; matrices take
  * --outtype, except Q8_0 on rows that are not whole blocks. */
 static ob_type pick_type(conv *c, const planned *p) {
-    if (p->n_dims < 2 || strstr(p->name, "_norm.weight")) return OB_TYPE_F32;
+    /* routers stay F32 as llama.cpp writes them: a rounded router picks other experts */
+    if (p->n_dims < 2 || strstr(p->name, "_norm.weight") || strstr(p->name, "ffn_gate_inp")) return OB_TYPE_F32;
     ob_type t = c->opts->outtype;
     const ob_type_traits *tr = ob_type_get((int)t);
     if (tr && p->ne[0] % tr->block_size != 0) {
@@ -220,7 +339,8 @@ static ob_type pick_type(conv *c, const planned *p) {
 static int plan_source(conv *c, const ob_st_tensor *t) {
     slot s = S_COUNT;
     int layer;
-    int m = map_name(c, t->name, &s, &layer);
+    long expert;
+    int m = map_name(c, t->name, &s, &layer, &expert);
     if (m < 0) return m;
     if (m == 0) {
         OB_LOGI("%s: skipped (not used by the GGUF model)", t->name);
@@ -231,7 +351,8 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
         OB_LOGI("%s: skipped (tie_word_embeddings: the output layer is token_embd.weight)", t->name);
         return 0;
     }
-    if ((s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM) && cfg->arch != OB_HF_QWEN3)
+    if ((s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM) && cfg->arch != OB_HF_QWEN3 && cfg->arch != OB_HF_GEMMA3 &&
+        cfg->arch != OB_HF_QWEN3MOE)
         return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s': q/k norms are not part of architecture %s", t->name,
                       cfg->gguf_arch);
     if (t->dtype != OB_ST_F32 && t->dtype != OB_ST_F16 && t->dtype != OB_ST_BF16)
@@ -248,6 +369,39 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
         return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape %s; config.json implies [%lld]", t->name, got,
                       (long long)w0);
     }
+    if (is_exps(s)) {
+        /* one expert of a stacked tensor: planned once, filled per expert */
+        planned *e = NULL;
+        for (int i = 0; i < c->n_p && !e; i++)
+            if (c->p[i].s == s && c->p[i].layer == layer) e = &c->p[i];
+        if (!e) {
+            planned p;
+            memset(&p, 0, sizeof p);
+            p.s = s;
+            p.layer = layer;
+            p.src = t;
+            snprintf(p.name, sizeof p.name, "blk.%d.%s", layer, g_slots[s].gguf);
+            p.n_dims = 3;
+            p.ne[0] = t->shape[1];
+            p.ne[1] = t->shape[0];
+            p.ne[2] = cfg->n_expert;
+            p.srcs = ob_calloc((size_t)cfg->n_expert, sizeof *p.srcs);
+            if (!p.srcs) return ob_err(OB_ERR_OOM, "expert table");
+            p.type = pick_type(c, &p);
+            p.scratch_off = SIZE_MAX;
+            int rc = add_planned(c, &p);
+            if (rc < 0) {
+                ob_free(p.srcs);
+                return rc;
+            }
+            e = &c->p[c->n_p - 1];
+        }
+        if (e->srcs[expert]) return ob_err(OB_ERR_FORMAT, "tensor '%s' appears twice", t->name);
+        if (t->dtype != e->src->dtype)
+            return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s': experts of one layer must share a dtype", t->name);
+        e->srcs[expert] = t;
+        return 0;
+    }
     planned p;
     memset(&p, 0, sizeof p);
     p.s = s;
@@ -260,15 +414,50 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
     p.n_dims = want_dims;
     p.ne[0] = want_dims == 2 ? t->shape[1] : t->shape[0];
     p.ne[1] = want_dims == 2 ? t->shape[0] : 1;
+    p.ne[2] = 1;
+    if (s == S_FFN_GATE_INP_SHEXP) p.n_dims = 1; /* [1, n_embd] -> [n_embd], as llama.cpp writes it */
     /* llama.cpp undoes HF's rotate_half layout only for the `llama` arch;
      * Qwen models keep it and use NeoX RoPE. */
-    if (cfg->arch == OB_HF_LLAMA || cfg->arch == OB_HF_MISTRAL) {
+    if (cfg->arch == OB_HF_LLAMA || cfg->arch == OB_HF_MISTRAL || cfg->arch == OB_HF_MIXTRAL) {
         if (s == S_ATTN_Q || s == S_ATTN_Q_B) p.permute_heads = cfg->n_head;
         if (s == S_ATTN_K || s == S_ATTN_K_B) p.permute_heads = cfg->n_head_kv;
     }
+    /* Gemma's RMSNorm scales by (1 + w); llama.cpp's files hold 1 + w */
+    p.add_one = is_gemma(cfg->arch) && strstr(p.name, "norm.weight") != NULL;
     p.type = pick_type(c, &p);
     p.scratch_off = SIZE_MAX;
     return add_planned(c, &p);
+}
+
+/* A generated F32 vector (RoPE factors). */
+static int plan_vector(conv *c, slot s, const float *data, int64_t n) {
+    planned p;
+    memset(&p, 0, sizeof p);
+    p.s = s;
+    p.layer = -1;
+    snprintf(p.name, sizeof p.name, "%s", g_slots[s].gguf);
+    p.type = OB_TYPE_F32;
+    p.n_dims = 1;
+    p.ne[0] = n;
+    p.ne[1] = 1;
+    p.data = data;
+    p.scratch_off = SIZE_MAX;
+    return add_planned(c, &p);
+}
+
+/* Phi-3 LongRoPE: the short and long per-dimension factors as tensors, as
+ * llama.cpp's converter writes them. */
+static int plan_longrope(conv *c) {
+    const ob_hf_config *cfg = &c->cfg;
+    int64_t n = cfg->n_rot / 2;
+    c->rope_freqs = ob_malloc((size_t)(2 * n) * sizeof *c->rope_freqs);
+    if (!c->rope_freqs) return ob_err(OB_ERR_OOM, "rope factors");
+    for (int64_t i = 0; i < n; i++) {
+        c->rope_freqs[i] = (float)cfg->longrope_long[i];
+        c->rope_freqs[n + i] = (float)cfg->longrope_short[i];
+    }
+    OB_TRY(plan_vector(c, S_ROPE_FACTORS_LONG, c->rope_freqs, n));
+    return plan_vector(c, S_ROPE_FACTORS_SHORT, c->rope_freqs + n, n);
 }
 
 /* Llama 3 RoPE: per-dimension divisors of the base frequencies, computed as
@@ -335,25 +524,54 @@ static int check_complete(conv *c) {
                 "token_embd.weight");
         cfg->tied = true;
     }
-    static const slot need[] = {S_ATTN_NORM, S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O,
-                                S_FFN_NORM,  S_FFN_GATE, S_FFN_UP, S_FFN_DOWN};
+    static const slot need_llama[] = {S_ATTN_NORM, S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O,
+                                      S_FFN_NORM,  S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_COUNT};
+    static const slot need_gemma2[] = {S_ATTN_NORM,      S_ATTN_Q,   S_ATTN_K, S_ATTN_V,   S_ATTN_O,        S_ATTN_POST_NORM,
+                                       S_FFN_NORM,       S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_FFN_POST_NORM, S_COUNT};
+    static const slot need_phi3[] = {S_ATTN_NORM, S_ATTN_QKV, S_ATTN_O, S_FFN_NORM, S_FFN_GATE_UP, S_FFN_DOWN, S_COUNT};
+    static const slot need_phi2[] = {S_ATTN_NORM, S_ATTN_NORM_B, S_ATTN_Q,  S_ATTN_Q_B,   S_ATTN_K,     S_ATTN_K_B,
+                                     S_ATTN_V,    S_ATTN_V_B,    S_ATTN_O,  S_ATTN_O_B,   S_FFN_UP,     S_FFN_UP_B,
+                                     S_FFN_DOWN,  S_FFN_DOWN_B,  S_COUNT};
+    static const slot need_moe[] = {S_ATTN_NORM, S_ATTN_Q,        S_ATTN_K,      S_ATTN_V,        S_ATTN_O,
+                                    S_FFN_NORM,  S_FFN_GATE_INP,  S_FFN_GATE_EXPS, S_FFN_UP_EXPS, S_FFN_DOWN_EXPS,
+                                    S_COUNT};
+    const slot *need = cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3 ? need_gemma2
+                       : cfg->arch == OB_HF_PHI3                              ? need_phi3
+                       : cfg->arch == OB_HF_PHI2                              ? need_phi2
+                       : cfg->n_expert > 0                                    ? need_moe
+                                                                              : need_llama;
+    if (cfg->arch == OB_HF_PHI2 && !find_planned(c, S_OUTPUT_NORM_B, -1))
+        return ob_err(OB_ERR_FORMAT, "tensor 'model.final_layernorm.bias' is missing");
     for (int l = 0; l < cfg->n_layer; l++) {
-        for (size_t i = 0; i < OB_ARRAY_LEN(need); i++)
+        for (size_t i = 0; need[i] != S_COUNT; i++)
             if (!find_planned(c, need[i], l))
                 return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing", l, g_slots[need[i]].hf);
-        if (cfg->arch == OB_HF_QWEN2) {
+        for (slot s = S_FFN_GATE_EXPS; cfg->n_expert > 0 && s <= S_FFN_DOWN_EXPS; s++) {
+            const planned *e = find_planned(c, s, l);
+            for (int64_t k = 0; e && k < cfg->n_expert; k++)
+                if (!e->srcs[k])
+                    return ob_err(OB_ERR_FORMAT, "layer %d: expert %lld of %s is missing", l, (long long)k, g_slots[s].gguf);
+        }
+        if (cfg->arch == OB_HF_QWEN2MOE) {
+            static const slot sh[] = {S_FFN_GATE_INP_SHEXP, S_FFN_GATE_SHEXP, S_FFN_UP_SHEXP, S_FFN_DOWN_SHEXP};
+            for (size_t i = 0; i < OB_ARRAY_LEN(sh); i++)
+                if (!find_planned(c, sh[i], l))
+                    return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing (Qwen2-MoE has a shared expert)",
+                                  l, g_slots[sh[i]].hf);
+        }
+        if (cfg->arch == OB_HF_QWEN2 || cfg->arch == OB_HF_QWEN2MOE) {
             static const slot b[] = {S_ATTN_Q_B, S_ATTN_K_B, S_ATTN_V_B};
             for (size_t i = 0; i < OB_ARRAY_LEN(b); i++)
                 if (!find_planned(c, b[i], l))
                     return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing (Qwen2 has q/k/v biases)", l,
                                   g_slots[b[i]].hf);
         }
-        if (cfg->arch == OB_HF_QWEN3) {
+        if (cfg->arch == OB_HF_QWEN3 || cfg->arch == OB_HF_GEMMA3 || cfg->arch == OB_HF_QWEN3MOE) {
             static const slot nq[] = {S_ATTN_Q_NORM, S_ATTN_K_NORM};
             for (size_t i = 0; i < OB_ARRAY_LEN(nq); i++)
                 if (!find_planned(c, nq[i], l))
-                    return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing (Qwen3 has q/k norms)", l,
-                                  g_slots[nq[i]].hf);
+                    return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing (%s has q/k norms)", l,
+                                  g_slots[nq[i]].hf, cfg->hf_arch);
         }
     }
     return 0;
@@ -369,9 +587,9 @@ static int layout(conv *c) {
     size_t off = 0;
     for (int i = 0; i < c->n_p; i++) {
         planned *p = &c->p[i];
-        p->nbytes = ob_row_size(p->type, p->ne[0]) * (size_t)p->ne[1];
+        p->nbytes = ob_row_size(p->type, p->ne[0]) * (size_t)p->ne[1] * (size_t)(p->ne[2] > 1 ? p->ne[2] : 1);
         if (!p->src) continue;
-        if (!p->permute_heads && same_type(p->src->dtype, p->type)) {
+        if (!p->permute_heads && !p->add_one && !p->srcs && same_type(p->src->dtype, p->type)) {
             p->data = p->src->data;
             continue;
         }
@@ -455,18 +673,22 @@ static int convert_tensor(conv *c, planned *p, float *row) {
     unsigned char *dst = c->scratch + p->scratch_off;
     /* Rows in the permutation's sense: a matrix row, or one element of a
      * bias, which is permuted like the rows it adds to. */
-    int64_t rows = p->n_dims == 2 ? p->ne[1] : p->ne[0];
-    int64_t row_len = p->n_dims == 2 ? p->ne[0] : 1;
+    int64_t rows = p->n_dims >= 2 ? p->ne[1] : p->ne[0];
+    int64_t row_len = p->n_dims >= 2 ? p->ne[0] : 1;
+    if (p->srcs) rows *= p->ne[2]; /* expert e's rows follow expert e-1's */
     size_t esz = ob_st_dtype_size(t->dtype);
     size_t out_row = ob_row_size(p->type, row_len);
     for (int64_t r = 0; r < rows; r++) {
         int64_t sr = p->permute_heads ? (int64_t)ob_convert_qk_src_row(r, rows, p->permute_heads) : r;
         const unsigned char *s = t->data + (size_t)sr * (size_t)row_len * esz;
+        if (p->srcs) s = p->srcs[r / p->ne[1]]->data + (size_t)(r % p->ne[1]) * (size_t)row_len * esz;
         unsigned char *d = dst + (size_t)r * out_row;
-        if (same_type(t->dtype, p->type)) {
+        if (same_type(t->dtype, p->type) && !p->add_one) {
             memcpy(d, s, out_row);
         } else {
             src_to_float(t->dtype, s, row, row_len);
+            if (p->add_one)
+                for (int64_t i = 0; i < row_len; i++) row[i] += 1.0f;
             tr->from_float_ref(row, d, row_len);
         }
     }
@@ -499,9 +721,41 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)cfg->n_ff));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)cfg->n_head));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)cfg->n_head_kv));
-    OB_TRY(ob_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)cfg->rms_eps));
+    OB_TRY(ob_gguf_writer_set_f32(w, KEY(cfg->arch == OB_HF_PHI2 ? "attention.layer_norm_epsilon"
+                                                                  : "attention.layer_norm_rms_epsilon"),
+                                  (float)cfg->rms_eps));
     OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)cfg->rope_theta));
-    OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg->head_dim));
+    OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg->n_rot));
+    if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
+        if (cfg->attn_softcap > 0)
+            OB_TRY(ob_gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), (float)cfg->attn_softcap));
+        if (cfg->final_softcap > 0)
+            OB_TRY(ob_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), (float)cfg->final_softcap));
+        /* llama.cpp takes 1/sqrt(head_dim) (or n_embd/n_head for the 27B
+         * models); when the config says otherwise, say so in the file */
+        if (cfg->query_pre_attn_scalar > 0 && cfg->query_pre_attn_scalar != (double)cfg->head_dim)
+            OB_TRY(ob_gguf_writer_set_f32(w, KEY("attention.scale"), (float)(1.0 / sqrt(cfg->query_pre_attn_scalar))));
+        if (cfg->swa_pattern != (cfg->arch == OB_HF_GEMMA2 ? 2 : 6))
+            OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)cfg->swa_pattern));
+        if (cfg->arch == OB_HF_GEMMA3 && cfg->rope_local_theta != 10000.0)
+            OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), (float)cfg->rope_local_theta));
+    }
+    if (cfg->n_expert > 0) {
+        OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)cfg->n_expert));
+        OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)cfg->n_expert_used));
+        if (cfg->arch != OB_HF_MIXTRAL)
+            OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)cfg->n_ff_exp));
+        if (cfg->n_ff_shexp > 0)
+            OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)cfg->n_ff_shexp));
+        /* llama.cpp hard-codes the renormalisation per architecture
+         * (qwen2moe: no; qwen3moe, llama: yes); a config that differs says so */
+        if (cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE))
+            OB_TRY(ob_gguf_writer_set_bool(w, KEY("expert_weights_norm"), cfg->expert_norm));
+    }
+    if (cfg->longrope) {
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), (float)cfg->longrope_attn_factor));
+        OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)cfg->rope_orig_ctx));
+    }
     /* llama.cpp writes these whenever config.json states head_dim; readers
      * derive them from n_embd / n_head otherwise, which is wrong for models
      * such as Qwen3 whose head_dim differs. */
@@ -557,6 +811,7 @@ static int run(conv *c, const char *dir, const char *out_path) {
     for (int64_t i = 0; i < ob_st_set_n_tensors(c->st); i++) OB_TRY(plan_source(c, ob_st_set_tensor_at(c->st, i)));
     OB_TRY(check_complete(c));
     if (c->cfg.rope_scaling == OB_HF_ROPE_LLAMA3) OB_TRY(plan_rope_freqs(c));
+    if (c->cfg.longrope) OB_TRY(plan_longrope(c));
     qsort(c->p, (size_t)c->n_p, sizeof *c->p, cmp_planned);
     OB_TRY(layout(c));
 
@@ -580,7 +835,7 @@ static int run(conv *c, const char *dir, const char *out_path) {
         planned *p = &c->p[i];
         if (p->scratch_off != SIZE_MAX) rc = convert_tensor(c, p, row);
         if (rc == 0) rc = ob_gguf_writer_add_tensor(w, p->name, p->type, p->n_dims, p->ne, p->data);
-        n_params += p->ne[0] * p->ne[1];
+        n_params += p->ne[0] * p->ne[1] * (p->ne[2] > 1 ? p->ne[2] : 1);
         OB_LOGI("%-28s %-5s -> %-5s [%lld, %lld]%s", p->name, p->src ? ob_st_dtype_name(p->src->dtype) : "-",
                 ob_type_name(p->type), (long long)p->ne[0], (long long)p->ne[1],
                 p->permute_heads ? " (q/k rows permuted)" : "");
@@ -611,6 +866,7 @@ int ob_convert_hf(const char *hf_dir, const char *out_path, const ob_convert_opt
     int rc = run(&c, hf_dir, out_path);
     scratch_close(&c);
     ob_free(c.rope_freqs);
+    for (int i = 0; i < c.n_p; i++) ob_free(c.p[i].srcs);
     ob_free(c.p);
     ob_st_set_free(c.st);
     if (rc < 0) return ob_err_wrap(rc, "converting %s", hf_dir);

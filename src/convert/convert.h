@@ -7,9 +7,13 @@
  * permutation of q/k for the `llama` architecture, the tokenizer as GGUF
  * vocabulary), so our files and the ecosystem's are interchangeable.
  *
- * Supported: LlamaForCausalLM and MistralForCausalLM (-> `llama`),
- * Qwen2ForCausalLM (-> `qwen2`), Qwen3ForCausalLM (-> `qwen3`). Source
- * tensors may be F32, F16 or BF16.
+ * Supported: LlamaForCausalLM, MistralForCausalLM and MixtralForCausalLM
+ * (-> `llama`, Mixtral with stacked expert tensors), Qwen2ForCausalLM,
+ * Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM (-> `qwen2`,
+ * `qwen3`, `qwen2moe`, `qwen3moe`), GemmaForCausalLM, Gemma2ForCausalLM,
+ * Gemma3ForCausalLM (-> `gemma`, `gemma2`, `gemma3`, norms written as
+ * 1 + w), Phi3ForCausalLM (-> `phi3`, LongRoPE factors as tensors) and
+ * PhiForCausalLM (-> `phi2`). Source tensors may be F32, F16 or BF16.
  *
  * Weights are read through the mapping; tensors that change (type or row
  * order) are converted into a scratch area, which for large models is an

@@ -105,10 +105,35 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "Qwen3ForCausalLM")) {
         cfg->arch = OB_HF_QWEN3;
         cfg->gguf_arch = "qwen3";
+    } else if (!strcmp(a, "GemmaForCausalLM")) {
+        cfg->arch = OB_HF_GEMMA;
+        cfg->gguf_arch = "gemma";
+    } else if (!strcmp(a, "Gemma2ForCausalLM")) {
+        cfg->arch = OB_HF_GEMMA2;
+        cfg->gguf_arch = "gemma2";
+    } else if (!strcmp(a, "Gemma3ForCausalLM")) {
+        cfg->arch = OB_HF_GEMMA3;
+        cfg->gguf_arch = "gemma3";
+    } else if (!strcmp(a, "Phi3ForCausalLM")) {
+        cfg->arch = OB_HF_PHI3;
+        cfg->gguf_arch = "phi3";
+    } else if (!strcmp(a, "PhiForCausalLM")) {
+        cfg->arch = OB_HF_PHI2;
+        cfg->gguf_arch = "phi2";
+    } else if (!strcmp(a, "Qwen3MoeForCausalLM")) {
+        cfg->arch = OB_HF_QWEN3MOE;
+        cfg->gguf_arch = "qwen3moe";
+    } else if (!strcmp(a, "Qwen2MoeForCausalLM")) {
+        cfg->arch = OB_HF_QWEN2MOE;
+        cfg->gguf_arch = "qwen2moe";
+    } else if (!strcmp(a, "MixtralForCausalLM")) {
+        cfg->arch = OB_HF_MIXTRAL;
+        cfg->gguf_arch = "llama";
     } else {
         return ob_err(OB_ERR_UNSUPPORTED,
                       "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                      "Qwen2ForCausalLM, Qwen3ForCausalLM are)",
+                      "Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+                      "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM are)",
                       c->path, a);
     }
     return 0;
@@ -120,9 +145,22 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
     if (!json_is_object(rp)) rp = cget(c, "rope_scaling");
     if (rp && !json_is_object(rp)) return ob_err(OB_ERR_FORMAT, "%s: rope_scaling is not an object", c->path);
     const char *where = rp == cget(c, "rope_parameters") ? "rope_parameters" : "rope_scaling";
-    /* Per-layer-type parameters (Gemma-style): the full-attention set applies. */
+    /* Per-layer-type parameters (Gemma-style): the full-attention set applies;
+     * the sliding set gives the local layers' base. */
     json_t *full = rp ? json_object_get(rp, "full_attention") : NULL;
+    json_t *local = rp ? json_object_get(rp, "sliding_attention") : NULL;
     if (json_is_object(full)) rp = full;
+    bool has_local;
+    double dl = 0;
+    cfg->rope_local_theta = 10000.0;
+    OB_TRY(num_in(json_is_object(local) ? local : NULL, "rope_theta", c->path, "sliding_attention", &has_local, &dl));
+    if (has_local) {
+        cfg->rope_local_theta = dl;
+    } else {
+        json_t *v = cget(c, "rope_local_base_freq");
+        if (json_is_number(v)) cfg->rope_local_theta = json_number_value(v);
+    }
+    if (!(cfg->rope_local_theta > 1.0)) return ob_err(OB_ERR_FORMAT, "%s: local rope_theta is not > 1", c->path);
 
     bool has;
     double d;
@@ -138,11 +176,20 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
     if (!(cfg->rope_theta > 1.0)) return ob_err(OB_ERR_FORMAT, "%s: rope_theta %g is not > 1", c->path, cfg->rope_theta);
 
     cfg->rope_scaling = OB_HF_ROPE_NONE;
+    cfg->n_rot = cfg->head_dim;
+    json_t *pf = rp ? json_object_get(rp, "partial_rotary_factor") : NULL;
+    if (!json_is_number(pf)) pf = cget(c, "partial_rotary_factor");
+    if (json_is_number(pf) && json_number_value(pf) != 1.0) {
+        double f = json_number_value(pf);
+        if (cfg->arch != OB_HF_PHI2 && cfg->arch != OB_HF_PHI3)
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported for %s", c->path, f,
+                          cfg->hf_arch);
+        cfg->n_rot = (int64_t)((double)cfg->head_dim * f);
+        if (!(f > 0 && f < 1) || cfg->n_rot < 2 || cfg->n_rot % 2)
+            return ob_err(OB_ERR_FORMAT, "%s: partial_rotary_factor %g gives %lld rotated dimensions", c->path, f,
+                          (long long)cfg->n_rot);
+    }
     if (!rp) return 0;
-    json_t *pf = json_object_get(rp, "partial_rotary_factor");
-    if (json_is_number(pf) && json_number_value(pf) != 1.0)
-        return ob_err(OB_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported", c->path,
-                      json_number_value(pf));
     json_t *jt = json_object_get(rp, "rope_type");
     if (!json_is_string(jt)) jt = json_object_get(rp, "type");
     if (!jt || json_is_null(jt)) return 0;
@@ -184,6 +231,31 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
         OB_TRY(num_in(rp, "beta_slow", c->path, where, &cfg->has_yarn_beta_slow, &cfg->yarn_beta_slow));
         if (json_object_get(rp, "mscale") && !cfg->has_yarn_attn_factor)
             OB_LOGW("%s: YaRN mscale/mscale_all_dim are not carried into the GGUF file", c->path);
+    } else if ((!strcmp(type, "longrope") || !strcmp(type, "su")) && cfg->arch == OB_HF_PHI3) { /* "su": early Phi-3 */
+        json_t *sf = json_object_get(rp, "short_factor"), *lf = json_object_get(rp, "long_factor");
+        size_t half = (size_t)(cfg->n_rot / 2);
+        if (!json_is_array(sf) || !json_is_array(lf) || json_array_size(sf) != half || json_array_size(lf) != half ||
+            half > OB_ARRAY_LEN(cfg->longrope_short))
+            return ob_err(OB_ERR_FORMAT, "%s: LongRoPE needs short_factor and long_factor of %zu numbers", c->path, half);
+        for (size_t i = 0; i < half; i++) {
+            json_t *a = json_array_get(sf, i), *b = json_array_get(lf, i);
+            if (!json_is_number(a) || !json_is_number(b) || !(json_number_value(a) > 0) || !(json_number_value(b) > 0))
+                return ob_err(OB_ERR_FORMAT, "%s: LongRoPE factor %zu is not a number > 0", c->path, i);
+            cfg->longrope_short[i] = json_number_value(a);
+            cfg->longrope_long[i] = json_number_value(b);
+        }
+        if (!jo || orig <= 0)
+            return ob_err(OB_ERR_FORMAT, "%s: LongRoPE needs original_max_position_embeddings", c->path);
+        cfg->longrope = true;
+        cfg->rope_orig_ctx = orig;
+        /* transformers: factor = max positions / original; cos and sin times
+         * sqrt(1 + ln(factor) / ln(original)) unless attention_factor is given */
+        double f = has_factor ? factor : (double)cfg->n_ctx / (double)orig;
+        bool has_af;
+        double af = 1.0;
+        OB_TRY(num_in(rp, "attention_factor", c->path, where, &has_af, &af));
+        if (!has_af) af = f > 1.0 ? sqrt(1.0 + log(f) / log((double)orig)) : 1.0;
+        cfg->longrope_attn_factor = af;
     } else if (!strcmp(type, "llama3")) {
         cfg->rope_scaling = OB_HF_ROPE_LLAMA3;
         cfg->rope_factor = has_factor ? factor : 8.0;
@@ -224,14 +296,40 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
         return ob_err(OB_ERR_FORMAT, "%s: head_dim %lld is odd; RoPE rotates pairs", c->path,
                       (long long)cfg->head_dim);
 
-    json_t *act = cget(c, "hidden_act");
-    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
-        return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_act must be 'silu' for %s", c->path, cfg->hf_arch);
+    const bool gemma = cfg->arch == OB_HF_GEMMA || cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3;
+    if (gemma) {
+        /* transformers uses hidden_activation (tanh GELU); hidden_act is legacy */
+        json_t *act = cget(c, "hidden_activation");
+        if (act && (!json_is_string(act) || (strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0 &&
+                                             strcmp(json_string_value(act), "gelu_tanh") != 0)))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_activation must be 'gelu_pytorch_tanh' for %s", c->path,
+                          cfg->hf_arch);
+    } else {
+        const char *want = cfg->arch == OB_HF_PHI2 ? "gelu_new" : "silu";
+        json_t *act = cget(c, "hidden_act");
+        if (act && (!json_is_string(act) || strcmp(json_string_value(act), want) != 0))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_act must be '%s' for %s", c->path, want, cfg->hf_arch);
+    }
 
-    json_t *eps = cget(c, "rms_norm_eps");
-    if (eps && !json_is_number(eps)) return ob_err(OB_ERR_FORMAT, "%s: key 'rms_norm_eps' is not a number", c->path);
-    cfg->rms_eps = eps ? json_number_value(eps) : 1e-6; /* the default of all four transformers classes */
-    if (!(cfg->rms_eps > 0)) return ob_err(OB_ERR_FORMAT, "%s: rms_norm_eps must be > 0", c->path);
+    const char *eps_key = cfg->arch == OB_HF_PHI2 ? "layer_norm_eps" : "rms_norm_eps";
+    json_t *eps = cget(c, eps_key);
+    if (eps && !json_is_number(eps)) return ob_err(OB_ERR_FORMAT, "%s: key '%s' is not a number", c->path, eps_key);
+    cfg->rms_eps = eps ? json_number_value(eps) : cfg->arch == OB_HF_PHI2 ? 1e-5 : 1e-6; /* transformers' defaults */
+    if (!(cfg->rms_eps > 0)) return ob_err(OB_ERR_FORMAT, "%s: %s must be > 0", c->path, eps_key);
+
+    if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
+        json_t *ac = cget(c, "attn_logit_softcapping"), *fc = cget(c, "final_logit_softcapping");
+        if ((ac && !json_is_number(ac)) || (fc && !json_is_number(fc)))
+            return ob_err(OB_ERR_FORMAT, "%s: attn/final_logit_softcapping must be numbers or null", c->path);
+        cfg->attn_softcap = ac ? json_number_value(ac) : 0;
+        cfg->final_softcap = fc ? json_number_value(fc) : 0;
+        json_t *qs = cget(c, "query_pre_attn_scalar");
+        if (qs && (!json_is_number(qs) || !(json_number_value(qs) > 0)))
+            return ob_err(OB_ERR_FORMAT, "%s: query_pre_attn_scalar must be a number > 0", c->path);
+        cfg->query_pre_attn_scalar = qs ? json_number_value(qs) : 0;
+        if (cfg->attn_softcap < 0 || cfg->final_softcap < 0)
+            return ob_err(OB_ERR_FORMAT, "%s: soft-capping values must be >= 0", c->path);
+    }
 
     json_t *tie = cget(c, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie))
@@ -239,11 +337,43 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     cfg->tied = tie ? json_is_true(tie) : false;
 
     cfg->sliding_window = 0;
-    if (cfg->arch == OB_HF_MISTRAL) {
+    if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
+        OB_TRY(get_int(c, "sliding_window", false, 0, &cfg->sliding_window));
+        if (cfg->sliding_window < 0) return ob_err(OB_ERR_FORMAT, "%s: sliding_window must be positive", c->path);
+        /* which layers are local: layer_types when given, else the model's
+         * fixed pattern; written as a period (llama.cpp's form) */
+        int64_t pattern = cfg->arch == OB_HF_GEMMA2 ? 2 : 6;
+        OB_TRY(get_int(c, "sliding_window_pattern", false, pattern, &pattern));
+        json_t *lt = cget(c, "layer_types");
+        if (json_is_array(lt)) {
+            if ((int64_t)json_array_size(lt) != cfg->n_layer)
+                return ob_err(OB_ERR_FORMAT, "%s: layer_types has %zu entries for %lld layers", c->path,
+                              json_array_size(lt), (long long)cfg->n_layer);
+            int64_t found = 0;
+            for (int64_t p = 1; p <= cfg->n_layer + 1 && !found; p++) {
+                bool ok = true;
+                for (int64_t i = 0; i < cfg->n_layer && ok; i++) {
+                    const char *t = json_string_value(json_array_get(lt, (size_t)i));
+                    bool local = p > 1 && i % p < p - 1;
+                    ok = t && !strcmp(t, local ? "sliding_attention" : "full_attention");
+                }
+                if (ok) found = p;
+            }
+            if (!found)
+                return ob_err(OB_ERR_UNSUPPORTED, "%s: layer_types is not a periodic local/global pattern", c->path);
+            /* a pattern longer than the model looks the same as the default one */
+            if (found <= cfg->n_layer || pattern <= cfg->n_layer) pattern = found;
+        }
+        cfg->swa_pattern = pattern;
+    } else if (cfg->arch == OB_HF_PHI3) {
+        OB_TRY(get_int(c, "sliding_window", false, 0, &cfg->sliding_window));
+        if (cfg->sliding_window < 0) return ob_err(OB_ERR_FORMAT, "%s: sliding_window must be positive", c->path);
+    } else if (cfg->arch == OB_HF_MISTRAL || cfg->arch == OB_HF_MIXTRAL) {
         OB_TRY(get_int(c, "sliding_window", false, 0, &cfg->sliding_window));
         if (cfg->sliding_window < 0)
             return ob_err(OB_ERR_FORMAT, "%s: sliding_window must be positive", c->path);
-    } else if (cfg->arch == OB_HF_QWEN2 || cfg->arch == OB_HF_QWEN3) {
+    } else if (cfg->arch == OB_HF_QWEN2 || cfg->arch == OB_HF_QWEN3 || cfg->arch == OB_HF_QWEN3MOE ||
+               cfg->arch == OB_HF_QWEN2MOE) {
         /* Qwen's per-layer sliding window (layers >= max_window_layers) has no
          * llama.cpp form; refuse rather than write a model that computes
          * something else. */
@@ -254,6 +384,39 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     }
 
     OB_TRY(parse_rope(c, cfg));
+
+    if (cfg->arch == OB_HF_QWEN3MOE || cfg->arch == OB_HF_QWEN2MOE || cfg->arch == OB_HF_MIXTRAL) {
+        bool mix = cfg->arch == OB_HF_MIXTRAL;
+        /* transformers 5 writes num_local_experts for Qwen3-MoE too */
+        const char *ek = cget(c, "num_local_experts") ? "num_local_experts" : "num_experts";
+        OB_TRY(get_pos_int(c, ek, true, 0, &cfg->n_expert));
+        OB_TRY(get_pos_int(c, "num_experts_per_tok", true, 0, &cfg->n_expert_used));
+        if (cfg->n_expert_used > cfg->n_expert || cfg->n_expert > 4096)
+            return ob_err(OB_ERR_FORMAT, "%s: %lld experts per token of %lld", c->path, (long long)cfg->n_expert_used,
+                          (long long)cfg->n_expert);
+        if (mix)
+            cfg->n_ff_exp = cfg->n_ff;
+        else
+            OB_TRY(get_pos_int(c, "moe_intermediate_size", true, 0, &cfg->n_ff_exp));
+        if (cfg->arch == OB_HF_QWEN2MOE)
+            OB_TRY(get_pos_int(c, "shared_expert_intermediate_size", true, 0, &cfg->n_ff_shexp));
+        /* Mixtral renormalises always; Qwen as norm_topk_prob says (Qwen3-MoE's default true, Qwen2-MoE's false) */
+        cfg->expert_norm = mix || cfg->arch == OB_HF_QWEN3MOE;
+        json_t *nt = cget(c, "norm_topk_prob");
+        if (!mix && nt) {
+            if (!json_is_boolean(nt)) return ob_err(OB_ERR_FORMAT, "%s: norm_topk_prob is not a boolean", c->path);
+            cfg->expert_norm = json_is_true(nt);
+        }
+        if (!mix) {
+            /* every layer sparse: dense layers in between have no GGUF form here */
+            int64_t step = 1;
+            OB_TRY(get_int(c, "decoder_sparse_step", false, 1, &step));
+            json_t *mlp_only = cget(c, "mlp_only_layers");
+            if (step != 1 || (json_is_array(mlp_only) && json_array_size(mlp_only) > 0))
+                return ob_err(OB_ERR_UNSUPPORTED, "%s: dense layers among the MoE layers (decoder_sparse_step, "
+                              "mlp_only_layers) are not supported", c->path);
+        }
+    }
 
     cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
     int64_t v;

@@ -16,6 +16,14 @@ typedef enum ob_hf_arch {
     OB_HF_MISTRAL, /* MistralForCausalLM: written as `llama`, plus sliding window */
     OB_HF_QWEN2,   /* biases on q/k/v, NeoX RoPE, no permutation */
     OB_HF_QWEN3,   /* q/k RMSNorm per head, NeoX RoPE, no permutation */
+    OB_HF_GEMMA,   /* (1 + w) norms (written as 1 + w), GeGLU, NeoX RoPE */
+    OB_HF_GEMMA2,  /* + post-norms, soft-capping, alternating sliding window */
+    OB_HF_GEMMA3,  /* + q/k norms, local/global layers with their own RoPE bases */
+    OB_HF_PHI3,    /* fused qkv and gate_up, LongRoPE */
+    OB_HF_PHI2,    /* LayerNorm, biases, parallel attention + MLP, partial rotary */
+    OB_HF_QWEN3MOE, /* Qwen3 attention, mixture of experts (top-k renormalised) */
+    OB_HF_QWEN2MOE, /* Qwen2 attention, experts (not renormalised) + a sigmoid-gated shared expert */
+    OB_HF_MIXTRAL,  /* written as `llama` with experts, like llama.cpp */
 } ob_hf_arch;
 
 typedef enum ob_hf_rope_scaling {
@@ -28,7 +36,7 @@ typedef enum ob_hf_rope_scaling {
 typedef struct ob_hf_config {
     ob_hf_arch arch;
     char hf_arch[96];      /* architectures[0] as written */
-    const char *gguf_arch; /* "llama", "qwen2", "qwen3" */
+    const char *gguf_arch; /* "llama", "qwen2", "qwen3", "gemma", "phi3", "qwen3moe", ... */
 
     int64_t n_vocab, n_ctx, n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
     bool head_dim_given;   /* config.json has head_dim (llama.cpp then writes key/value_length) */
@@ -43,6 +51,20 @@ typedef struct ob_hf_config {
     bool has_yarn_attn_factor, has_yarn_beta_fast, has_yarn_beta_slow, has_yarn_ext_factor;
     double yarn_attn_factor, yarn_beta_fast, yarn_beta_slow, yarn_ext_factor;
     double llama3_low_freq_factor, llama3_high_freq_factor;
+
+    int64_t n_rot;          /* rotated dimensions per head (partial_rotary_factor * head_dim) */
+    double attn_softcap, final_softcap;   /* gemma2; 0 = none */
+    double query_pre_attn_scalar;         /* gemma2/3; 0 = head_dim */
+    int64_t swa_pattern;    /* gemma2/3: layer i is local when i % pattern < pattern - 1 */
+    double rope_local_theta; /* gemma3: RoPE base of the local layers */
+    /* phi3 LongRoPE: per-dimension factors [n_rot/2] and the cos/sin scale */
+    bool longrope;
+    double longrope_short[512], longrope_long[512];
+    double longrope_attn_factor;
+
+    /* mixture of experts; n_expert == 0 for dense models */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    bool expert_norm;       /* renormalise the top-k weights to sum 1 */
 
     /* bos/eos ids from config.json, the fallback when the tokenizer files
      * name none; -1 when absent. */

@@ -189,6 +189,7 @@ static __device__ __forceinline__ float act_f(int act, float x) {
     case OB_ACT_GELU: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
+    case OB_ACT_TANH: return tanhf(x);
     }
     return x;
 }

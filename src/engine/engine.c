@@ -9,13 +9,16 @@
  * (OB_ERR_FULL when the pool is short).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "../model/model.h"
+#include "../quant/hadamard.h"
 #include "kv_cache.h"
+#include "matmul_hook.h"
 #include "onebit.h"
 
 typedef struct ob_seq {
@@ -43,6 +46,8 @@ struct ob_context {
     float *logits_dev, *logits;
     int32_t n_out_cap, n_out;
     int32_t n_last;        /* tokens in the last successful batch */
+    ob_matmul_hook *hook;  /* matmul observer / activation rotation (matmul_hook.h), or NULL */
+    bool embeddings;       /* rows of `logits` hold [n_embd] hidden states (ob_context_set_embeddings) */
 };
 
 /* ---------------- model ---------------- */
@@ -146,6 +151,37 @@ ob_context_params ob_context_default_params(void) {
 
 const ob_context_params *ob_context_get_params(const ob_context *ctx) { return &ctx->p; }
 
+/* The output rows reuse the logits buffers: n_embd <= n_vocab floats each.
+ * Only llama.c's forward honours embd_only, so the check is on the arch
+ * object (a llama file with experts runs another forward). */
+extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3;
+
+int ob_context_set_embeddings(ob_context *c, bool on) {
+    const ob_model *m = c->model;
+    if (on && m->arch != &ob_arch_llama && m->arch != &ob_arch_qwen2 && m->arch != &ob_arch_qwen3)
+        return ob_err(OB_ERR_UNSUPPORTED, "embeddings are not implemented for architecture '%s' (llama, qwen2, qwen3 are)",
+                      m->arch_name);
+    if (on && m->hp.n_embd > m->hp.n_vocab)
+        return ob_err(OB_ERR_UNSUPPORTED, "embeddings need n_embd (%lld) <= n_vocab (%lld)", (long long)m->hp.n_embd,
+                      (long long)m->hp.n_vocab);
+    c->embeddings = on;
+    c->n_out = 0;
+    return 0;
+}
+
+const float *ob_get_embeddings(ob_context *c, int32_t i) {
+    if (!c->embeddings || i < 0 || i >= c->n_last || c->n_out == 0) return NULL;
+    int32_t o = c->batch_to_out[i];
+    if (o < 0 || o >= c->n_out) return NULL;
+    return c->logits + (size_t)o * (size_t)c->model->hp.n_embd;
+}
+
+int32_t ob_model_pooling_type(const ob_model *m) {
+    int64_t v = -1;
+    if (ob_model_key_u32_opt(m, "pooling_type", &v) < 0) return -1;
+    return (int32_t)v;
+}
+
 static ob_type kv_ob_type(ob_kv_type t) {
     switch (t) {
     case OB_KV_F32: return OB_TYPE_F32;
@@ -196,6 +232,36 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
             if (!c->seqs[s].tokens || !c->seqs[s].hashes) rc = ob_err(OB_ERR_OOM, "context tables");
         }
     }
+    if (rc == 0 && ob_gguf_get(m->gguf, OB_HADAMARD_KEY)) {
+        /* a rotated (--hadamard) file: its activations must be rotated too */
+        uint32_t seed = OB_HADAMARD_DEFAULT_SEED;
+        const char *rot = NULL;
+        if (ob_gguf_get_str(m->gguf, OB_HADAMARD_KEY, &rot) < 0 || strcmp(rot, OB_HADAMARD_NAME))
+            rc = ob_err(OB_ERR_UNSUPPORTED, "%s: rotation '%s' is not one this build knows", OB_HADAMARD_KEY,
+                        rot ? rot : "?");
+        else if (!ob_backend_is_cpu(c->backend))
+            rc = ob_err(OB_ERR_UNSUPPORTED, "a rotated (--hadamard) model runs on the CPU only for now; load it with "
+                                            "--device cpu");
+        else if (ob_gguf_get_u32(m->gguf, OB_HADAMARD_SEED_KEY, &seed) < 0)
+            rc = ob_err(OB_ERR_FORMAT, "%s is missing", OB_HADAMARD_SEED_KEY);
+        if (rc == 0) rc = ob_matmul_hook_create(c->backend, &c->hook);
+        if (rc == 0) {
+            c->hook->rotate = true;
+            c->hook->seed = seed;
+        }
+    }
+    const char *act_sim = getenv("OB_ACT_SIM");
+    if (rc == 0 && act_sim && *act_sim) {
+        /* measurement knob (docs/quantize.md): round projection inputs through a 32-block type */
+        int t = ob_type_from_name(act_sim);
+        if (t < 0 || !ob_type_get(t)->from_float_ref || ob_type_get(t)->block_size != 32)
+            rc = ob_err(OB_ERR_INVALID_ARG, "OB_ACT_SIM=%s: not a type with blocks of 32 (q4_0, q8_0, iq4_nl ...)",
+                        act_sim);
+        else if (!ob_backend_is_cpu(c->backend))
+            rc = ob_err(OB_ERR_UNSUPPORTED, "OB_ACT_SIM works on CPU contexts only");
+        if (rc == 0 && !c->hook) rc = ob_matmul_hook_create(c->backend, &c->hook);
+        if (rc == 0) c->hook->act_sim = t;
+    }
     if (rc == 0) {
         c->work_floats = m->arch->work_size(m, p.n_batch);
         rc = c->backend->ops->alloc(c->backend, c->work_floats * sizeof(float), (void **)&c->work);
@@ -233,7 +299,17 @@ void ob_context_free(ob_context *c) {
     ob_free(c->next_pos);
     ob_free(c->attn);
     if (c->own_backend) ob_backend_free(c->backend);
+    ob_matmul_hook_free(c->hook);
     ob_free(c);
+}
+
+int ob_context_set_matmul_observer(ob_context *c, ob_matmul_observer fn, void *user) {
+    if (!ob_backend_is_cpu(c->backend))
+        return ob_err(OB_ERR_UNSUPPORTED, "matmul observers need a CPU context (activations in host memory)");
+    if (!c->hook) OB_TRY(ob_matmul_hook_create(c->backend, &c->hook));
+    c->hook->obs = fn;
+    c->hook->obs_user = user;
+    return 0;
 }
 
 /* ---------------- sequences ---------------- */
@@ -437,12 +513,18 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
     /* 4. run */
     if (rc == 0) {
         ob_forward_args a = {n,     batch->token, batch->pos,    c->slots, c->attn,        &c->kv.store,
-                             n_out, c->out_idx,   c->logits_dev, c->work,  c->work_floats, c->backend};
+                             n_out, c->out_idx,   c->logits_dev, c->work,  c->work_floats, c->backend, c->embeddings};
+        if (c->hook) ob_matmul_hook_enter(c->hook, c->backend);
         rc = m->arch->forward(m, &a);
+        if (c->hook) {
+            ob_matmul_hook_leave(c->hook, c->backend);
+            if (rc == 0 && c->hook->rc < 0) rc = c->hook->rc;
+            c->hook->rc = 0;
+        }
     }
     if (rc == 0 && n_out > 0)
         rc = c->backend->ops->download(c->backend, c->logits, c->logits_dev,
-                                       (size_t)n_out * (size_t)m->hp.n_vocab * sizeof(float));
+                                       (size_t)n_out * (size_t)(c->embeddings ? m->hp.n_embd : m->hp.n_vocab) * sizeof(float));
     if (rc < 0) {
         /* Undo: the sequences keep their old lengths; new blocks are returned. */
         for (int32_t s = 0; s < c->p.n_seq_max; s++) seq_truncate(c, &c->seqs[s], c->seqs[s].n_pos);
@@ -465,6 +547,7 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
 }
 
 const float *ob_get_logits(ob_context *c, int32_t i) {
+    if (c->embeddings) return NULL;
     if (i < 0 || i >= c->n_last || c->n_out == 0) return NULL;
     int32_t o = c->batch_to_out[i];
     if (o < 0 || o >= c->n_out) return NULL;

@@ -170,7 +170,11 @@ static void top_k_select(ob_cand *c, int32_t n, int32_t k) {
     qsort(c, (size_t)k, sizeof *c, cand_cmp);
 }
 
-ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
+/* The distribution a draw comes from: penalties, then greedy (returns the
+ * argmax, *k = 0), or candidates s->cand[0..*k) with unnormalised weights
+ * s->prob[0..*k) summing to *sum (returns -1). ob_sampler_sample draws from
+ * it; ob_sampler_probs (speculative decoding) writes it out. */
+static ob_token sampler_weights(ob_sampler *s, const float *logits, int32_t *k_out, double *sum_out) {
     const int32_t n = s->n_vocab;
     const ob_sampler_params *p = &s->p;
     float *l = s->logit;
@@ -200,6 +204,8 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
             if (l[i] > l[best]) best = i;
+        *k_out = 0;
+        *sum_out = 0;
         return best;
     }
 
@@ -236,12 +242,22 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
         while (keep < k && s->prob[keep] >= cut) keep++;
         k = keep;
     }
-    /* temperature, then draw */
+    /* temperature */
     sum = 0;
     for (int32_t i = 0; i < k; i++) {
         s->prob[i] = expf((s->cand[i].logit - mx) / p->temperature);
         sum += s->prob[i];
     }
+    *k_out = k;
+    *sum_out = sum;
+    return -1;
+}
+
+ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
+    int32_t k;
+    double sum;
+    ob_token greedy = sampler_weights(s, logits, &k, &sum);
+    if (greedy >= 0) return greedy;
     double r = next_f64(s->rng) * sum, acc = 0;
     for (int32_t i = 0; i < k; i++) {
         acc += s->prob[i];
@@ -249,3 +265,22 @@ ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
     }
     return s->cand[k - 1].id;
 }
+
+/* ---- for speculative decoding (declared in spec.h) ---- */
+
+/* probs[n_vocab] = the probability ob_sampler_sample(s, logits) would give
+ * each token now (greedy: 1 on the argmax). Draws nothing. */
+void ob_sampler_probs(ob_sampler *s, const float *logits, float *probs) {
+    int32_t k;
+    double sum;
+    ob_token greedy = sampler_weights(s, logits, &k, &sum);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof(float));
+    if (greedy >= 0) {
+        probs[greedy] = 1.0f;
+        return;
+    }
+    for (int32_t i = 0; i < k; i++) probs[s->cand[i].id] = (float)(s->prob[i] / sum);
+}
+
+/* A uniform number in [0, 1) from the sampler's own generator. */
+double ob_sampler_uniform(ob_sampler *s) { return next_f64(s->rng); }

@@ -30,6 +30,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "onebit.h"
+#include "spec.h"
 
 typedef enum req_state { RS_WAITING, RS_PREFILL, RS_DECODE, RS_DONE } req_state;
 
@@ -50,7 +51,9 @@ struct ob_request {
     bool reused;             /* prefix lookup done for the current admission */
     ob_sampler *sampler;
     int32_t batch_idx;       /* index of its logits row in this step's batch, -1 if none */
+    int32_t n_drafted, n_draft_accepted; /* speculative decoding, this request's totals */
     double t_submit, t_start, t_first, t_end;
+    int64_t id_task;         /* submission number (engine lock), for /slots */
     /* events */
     pthread_mutex_t ev_lock;
     pthread_cond_t ev_cond;
@@ -71,6 +74,7 @@ struct ob_engine {
     ob_request *q_head, *q_tail; /* waiting, FCFS */
     int32_t n_waiting;
     ob_request **slots;          /* [n_parallel] running requests */
+    ob_slot_info *slot_info;     /* [n_parallel] what ob_engine_get_slots reports (lock; published after each step) */
     bool hold_admission;         /* set by a preemption, cleared when a request finishes (engine thread) */
     int32_t n_running;
     ob_engine_stats stats;
@@ -79,6 +83,13 @@ struct ob_engine {
     int32_t *b_pos, *b_seq;
     int8_t *b_logits;
     float *logprob_scratch;      /* [n_vocab] */
+    /* speculative decoding (NULL spec: off); per slot, this step's draft */
+    ob_spec *spec;
+    ob_spec_req *spec_req;       /* [2 * n_parallel]: by slot, then a packed list for ob_spec_draft */
+    ob_token *spec_draft;        /* [n_parallel][spec n_max] */
+    ob_token *spec_out;          /* [spec n_max + 1] verified tokens of one request */
+    const float **spec_lg;       /* [spec n_max + 1] its logits rows */
+    bool spec_skip;              /* the last batch with drafts did not fit the KV pool: one step without */
 };
 
 static double now_ms(void) {
@@ -95,6 +106,7 @@ ob_engine_params ob_engine_default_params(void) {
     p.kv_type = OB_KV_F16;
     p.kv_block_size = 32;
     p.queue_max = 64;
+    p.spec = ob_spec_default_params();
     return p;
 }
 
@@ -196,6 +208,8 @@ static void post_done(ob_engine *e, ob_request *r, ob_finish finish, int status,
     ev.t_queue_ms = (r->t_start > 0 ? r->t_start : r->t_end) - r->t_submit;
     ev.t_prompt_ms = r->t_first > 0 ? r->t_first - r->t_start : 0;
     ev.t_gen_ms = r->t_first > 0 ? r->t_end - r->t_first : 0;
+    ev.n_drafted = r->n_drafted;
+    ev.n_draft_accepted = r->n_draft_accepted;
     /* statistics first: a client that sees DONE sees them counted */
     pthread_mutex_lock(&e->lock);
     if (finish == OB_FINISH_ERROR) e->stats.requests_failed++;
@@ -211,6 +225,7 @@ static void post_done(ob_engine *e, ob_request *r, ob_finish finish, int status,
 static void release_slot(ob_engine *e, ob_request *r) {
     if (r->seq < 0) return;
     ob_seq_remove(e->ctx, r->seq, 0);
+    ob_spec_seq_clear(e->spec, r->seq);
     pthread_mutex_lock(&e->lock);
     e->slots[r->seq] = NULL;
     e->n_running--;
@@ -290,6 +305,7 @@ int ob_engine_submit(ob_engine *e, const ob_token *prompt, int32_t n_prompt, con
     e->q_tail = r;
     e->n_waiting++;
     e->stats.requests_total++;
+    r->id_task = (int64_t)e->stats.requests_total;
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
     *out = r;
@@ -360,6 +376,81 @@ static void admit(ob_engine *e) {
     pthread_mutex_unlock(&e->lock);
 }
 
+/* ---------------- speculative decoding (spec.h) ---------------- */
+
+/* Draft for every decoding request before the batch is built: each gets at
+ * most its share of the budget left after one token per decoding request,
+ * and no more than its max_tokens leaves room for (the verified step always
+ * adds one token of the target's own). Drafts go to e->spec_req[slot]. */
+static void spec_plan(ob_engine *e, int32_t budget) {
+    const int32_t n_par = e->p.n_parallel;
+    const ob_spec_params *sp = ob_spec_get_params(e->spec);
+    int32_t n_dec = 0, n_req = 0;
+    for (int32_t s = 0; s < n_par; s++) {
+        e->spec_req[s].n_draft = 0;
+        if (e->slots[s] && e->slots[s]->state == RS_DECODE) n_dec++;
+    }
+    bool skip = e->spec_skip;
+    e->spec_skip = false;
+    if (skip || n_dec == 0 || sp->type == OB_SPEC_NONE) return;
+    int32_t share = (budget - n_dec) / n_dec;
+    /* requests that draft are packed at the front of a scratch list for one ob_spec_draft call */
+    ob_spec_req *list = e->spec_req + n_par;
+    for (int32_t s = 0; s < n_par; s++) {
+        ob_request *r = e->slots[s];
+        if (!r || r->state != RS_DECODE || r->params.no_speculative) continue;
+        int32_t k = sp->n_max < share ? sp->n_max : share;
+        if (r->params.spec_n_max > 0 && r->params.spec_n_max < k) k = r->params.spec_n_max;
+        if (r->params.max_tokens > 0 && r->params.max_tokens - r->n_generated - 1 < k)
+            k = r->params.max_tokens - r->n_generated - 1;
+        if (k <= 0) continue;
+        ob_spec_req q = {s, r->tokens, r->n_tokens, k, e->spec_draft + (size_t)s * sp->n_max, 0};
+        list[n_req++] = q;
+    }
+    if (n_req == 0) return;
+    if (ob_spec_draft(e->spec, list, n_req) < 0) {
+        OB_LOGW("drafting failed (%s); this step decodes without drafts", ob_last_error());
+        ob_err_clear();
+    }
+    for (int32_t i = 0; i < n_req; i++) e->spec_req[list[i].seq] = list[i];
+}
+
+/* After the batch: verify request r's draft against the logits rows that
+ * follow its last token, roll the rejected positions out of the KV cache and
+ * hand out the kept tokens (stopping at end of generation or a limit). */
+static void spec_emit(ob_engine *e, ob_request *r, int32_t n_ctx) {
+    ob_spec_req *q = &e->spec_req[r->seq];
+    int32_t k = q->n_draft;
+    for (int32_t i = 0; i <= k; i++) e->spec_lg[i] = ob_get_logits(e->ctx, r->batch_idx + i);
+    int32_t m = ob_spec_verify(e->spec, r->sampler, e->spec_lg, q->draft, k, e->spec_out);
+    ob_seq_remove(e->ctx, r->seq, r->n_past + m); /* the last token and the m - 1 drafts kept */
+    r->n_past += m;
+    r->n_drafted += k;
+    r->n_draft_accepted += m - 1;
+    pthread_mutex_lock(&e->lock);
+    e->stats.tokens_drafted += (uint64_t)k;
+    e->stats.tokens_draft_accepted += (uint64_t)(m - 1);
+    pthread_mutex_unlock(&e->lock);
+    for (int32_t j = 0; j < m; j++) {
+        ob_token t = e->spec_out[j];
+        r->tokens[r->n_tokens++] = t;
+        r->n_generated++;
+        pthread_mutex_lock(&e->lock);
+        e->stats.tokens_generated++;
+        pthread_mutex_unlock(&e->lock);
+        if (!r->params.ignore_eos && ob_token_is_eog(e->model, t)) {
+            finish_request(e, r, OB_FINISH_STOP, 0, NULL);
+            return;
+        }
+        emit_token(e, r, e->spec_lg[j], t);
+        if ((r->params.max_tokens > 0 && r->n_generated >= r->params.max_tokens) || r->n_tokens >= n_ctx ||
+            r->n_tokens >= r->cap) {
+            finish_request(e, r, OB_FINISH_LENGTH, 0, NULL);
+            return;
+        }
+    }
+}
+
 /* One step; returns false when there was nothing to do. */
 static bool step(ob_engine *e) {
     admit(e);
@@ -385,8 +476,9 @@ static bool step(ob_engine *e) {
             pthread_mutex_unlock(&e->lock);
         }
     }
-    int32_t n = 0;
+    int32_t n = 0, n_drafts = 0;
     bool any = false;
+    if (e->spec) spec_plan(e, budget);
     for (int32_t s = 0; s < n_par; s++) {
         ob_request *r = e->slots[s];
         if (!r) continue;
@@ -398,6 +490,14 @@ static bool step(ob_engine *e) {
             e->b_seq[n] = s;
             e->b_logits[n] = 1;
             r->batch_idx = n++;
+            for (int32_t i = 0; e->spec && i < e->spec_req[s].n_draft; i++) { /* its draft, right after it */
+                e->b_tok[n] = e->spec_req[s].draft[i];
+                e->b_pos[n] = r->n_past + 1 + i;
+                e->b_seq[n] = s;
+                e->b_logits[n] = 1;
+                n++;
+                n_drafts++;
+            }
         }
     }
     int32_t n_decode = n;
@@ -433,6 +533,13 @@ static bool step(ob_engine *e) {
     ob_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
     double t0 = now_ms();
     int rc = ob_decode(e->ctx, &b);
+    if (rc == OB_ERR_FULL && n_drafts > 0) {
+        /* drafts made it too big: undo this step's prefill progress and try again without drafts */
+        for (int32_t s = 0; s < n_par; s++)
+            if (e->slots[s] && e->slots[s]->state == RS_PREFILL) e->slots[s]->n_past = ob_seq_len(e->ctx, s);
+        e->spec_skip = true;
+        return true;
+    }
     if (rc == OB_ERR_FULL) {
         /* undo this step's prefill progress, preempt the newest request, try again next step */
         char msg[256];
@@ -473,6 +580,10 @@ static bool step(ob_engine *e) {
     for (int32_t s = 0; s < n_par; s++) {
         ob_request *r = e->slots[s];
         if (!r || r->batch_idx < 0) continue;
+        if (r->state == RS_DECODE && e->spec) {
+            spec_emit(e, r, n_ctx);
+            continue;
+        }
         if (r->state == RS_DECODE) r->n_past++;
         const float *logits = ob_get_logits(e->ctx, r->batch_idx);
         if (r->state == RS_PREFILL) {
@@ -500,6 +611,40 @@ static bool step(ob_engine *e) {
     return true;
 }
 
+/* Copy the slots' state for ob_engine_get_slots (engine thread; the request
+ * fields are the engine thread's own, so readers never touch them). */
+static void publish_slots(ob_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    for (int32_t s = 0; s < e->p.n_parallel; s++) {
+        const ob_request *r = e->slots[s];
+        ob_slot_info *si = &e->slot_info[s];
+        memset(si, 0, sizeof *si);
+        si->id = s;
+        si->id_task = -1;
+        si->n_predict = -1;
+        si->next_token = -1;
+        if (!r) continue;
+        si->is_processing = true;
+        si->id_task = r->id_task;
+        si->n_prompt = r->n_prompt;
+        si->n_past = r->n_past;
+        si->n_cached = r->n_cached;
+        si->n_decoded = r->n_generated;
+        si->n_predict = r->params.max_tokens > 0 ? r->params.max_tokens : -1;
+        si->has_next_token = r->state != RS_DONE;
+        si->next_token = r->n_generated > 0 ? r->tokens[r->n_tokens - 1] : -1;
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+void ob_engine_get_slots(ob_engine *e, ob_slot_info *out, int32_t n_max, int32_t *n) {
+    pthread_mutex_lock(&e->lock);
+    int32_t k = e->p.n_parallel < n_max ? e->p.n_parallel : n_max;
+    for (int32_t s = 0; s < k; s++) out[s] = e->slot_info[s];
+    pthread_mutex_unlock(&e->lock);
+    *n = k > 0 ? k : 0;
+}
+
 static void *engine_main(void *arg) {
     ob_engine *e = arg;
     for (;;) {
@@ -509,6 +654,7 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&e->lock);
         if (stop) break;
         step(e);
+        publish_slots(e);
     }
     return NULL;
 }
@@ -540,12 +686,28 @@ int ob_engine_create(ob_model *m, const ob_engine_params *params, ob_engine **ou
     if (rc == 0) {
         e->p.n_ctx = ob_context_get_params(e->ctx)->n_ctx;
         e->slots = ob_calloc((size_t)p.n_parallel, sizeof *e->slots);
+        e->slot_info = ob_calloc((size_t)p.n_parallel, sizeof *e->slot_info);
+        for (int32_t s = 0; e->slot_info && s < p.n_parallel; s++)
+            e->slot_info[s] = (ob_slot_info){.id = s, .id_task = -1, .n_predict = -1, .next_token = -1};
         e->b_tok = ob_calloc((size_t)p.n_batch, sizeof(ob_token));
         e->b_pos = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
         e->b_seq = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
         e->b_logits = ob_calloc((size_t)p.n_batch, 1);
-        if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits) rc = ob_err(OB_ERR_OOM, "engine");
+        if (!e->slots || !e->slot_info || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits) rc = ob_err(OB_ERR_OOM, "engine");
     }
+    if (rc == 0 && p.spec.type != OB_SPEC_NONE && p.spec.n_max > 0) {
+        rc = ob_spec_create(m, e->ctx, &p.spec, &e->spec);
+        if (rc == 0) {
+            int32_t k = ob_spec_get_params(e->spec)->n_max;
+            e->spec_req = ob_calloc((size_t)p.n_parallel * 2, sizeof *e->spec_req);
+            e->spec_draft = ob_calloc((size_t)p.n_parallel * (size_t)(k > 0 ? k : 1), sizeof(ob_token));
+            e->spec_out = ob_calloc((size_t)k + 1, sizeof(ob_token));
+            e->spec_lg = ob_calloc((size_t)k + 1, sizeof *e->spec_lg);
+            if (!e->spec_req || !e->spec_draft || !e->spec_out || !e->spec_lg) rc = ob_err(OB_ERR_OOM, "engine");
+        }
+    }
+    e->p.spec.draft_model = NULL; /* borrowed pointers are not kept */
+    e->p.spec.draft_path = e->p.spec.draft_device = NULL;
     if (rc == 0) {
         if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
             rc = ob_err(OB_ERR_INTERNAL, "cannot start the engine thread");
@@ -582,8 +744,14 @@ void ob_engine_free(ob_engine *e) {
         post_done(e, r, OB_FINISH_CANCELLED, 0, NULL);
         request_unref(r);
     }
+    ob_spec_free(e->spec);
+    ob_free(e->spec_req);
+    ob_free(e->spec_draft);
+    ob_free(e->spec_out);
+    ob_free(e->spec_lg);
     ob_context_free(e->ctx);
     ob_free(e->slots);
+    ob_free(e->slot_info);
     ob_free(e->b_tok);
     ob_free(e->b_pos);
     ob_free(e->b_seq);

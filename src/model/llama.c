@@ -106,6 +106,14 @@ static int load_rope(ob_model_impl *m) {
 static int llama_load(ob_model_impl *m) {
     ob_hparams *hp = &m->hp;
     llama_variant var = variant_of(m);
+    /* Mixtral: a llama with experts runs in moe.c */
+    int64_t n_expert = 0;
+    OB_TRY(ob_model_key_u32_opt(m, "expert_count", &n_expert));
+    if (n_expert > 0 && var == V_LLAMA) {
+        extern const ob_arch ob_arch_llama_moe;
+        m->arch = &ob_arch_llama_moe;
+        return m->arch->load(m);
+    }
     OB_TRY(ob_model_key_u32(m, "embedding_length", &hp->n_embd));
     OB_TRY(ob_model_key_u32(m, "block_count", &hp->n_layer));
     OB_TRY(ob_model_key_u32(m, "feed_forward_length", &hp->n_ff));
@@ -228,9 +236,10 @@ static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
     if (a->n_out == 0) return 0;
     /* Only the rows that want logits go through the final norm and output. */
     ob_tensor xo, lg;
-    ob_tensor_f32_2d(&xo, E, a->n_out, (float *)h.data);
+    ob_tensor_f32_2d(&xo, E, a->n_out, a->embd_only ? a->logits : (float *)h.data);
     OB_TRY(op->gather_rows(b, &x, a->out_idx, a->n_out, &xo));
     OB_TRY(op->rms_norm(b, &xo, &m->output_norm, hp->norm_eps, E, &xo));
+    if (a->embd_only) return 0; /* embeddings: the normed hidden states are the output */
     ob_tensor_f32_2d(&lg, hp->n_vocab, a->n_out, a->logits);
     OB_TRY(op->matmul(b, &m->output, &xo, NULL, &lg));
     (void)o;

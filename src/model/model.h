@@ -31,6 +31,16 @@ typedef struct ob_hparams {
     int64_t sliding_window; /* 0 = full attention */
     ob_rope_params rope;    /* freq_factors filled from rope_freqs.weight */
     ob_rope_scaling rope_scaling;
+    /* Gemma / Phi (gemma.c, phi.c); zero where unused */
+    float attn_scale;       /* 0 = 1/sqrt(head_dim) */
+    float attn_softcap;     /* gemma2: scores = c * tanh(scores / c) */
+    float final_softcap;    /* gemma2: logits = c * tanh(logits / c) */
+    int64_t swa_window;     /* window of the local layers; the engine's sliding_window stays 0 */
+    int64_t swa_pattern;    /* layer il is local when il % swa_pattern < swa_pattern - 1 */
+    ob_rope_params rope_swa; /* RoPE of the local layers (gemma3: its own base, unscaled) */
+    /* mixture of experts (moe.c); n_expert == 0 for dense models */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    bool expert_norm;       /* renormalise the top-k routing weights to sum 1 */
 } ob_hparams;
 
 /* One transformer block's weights; absent optional tensors have data == NULL. */
@@ -41,6 +51,17 @@ typedef struct ob_layer {
     ob_tensor q_norm, k_norm;       /* optional per-head RMSNorm weights [head_dim] (qwen3) */
     ob_tensor ffn_norm;             /* [n_embd] */
     ob_tensor w_gate, w_up, w_down; /* [n_embd, n_ff] x2, [n_ff, n_embd] */
+    ob_tensor attn_norm_b;          /* [n_embd] LayerNorm bias (phi2) */
+    ob_tensor post_attn_norm;       /* [n_embd] norm of the attention output (gemma2/3) */
+    ob_tensor post_ffn_norm;        /* [n_embd] norm of the FFN output (gemma2/3) */
+    ob_tensor b_up, b_down;         /* [n_ff], [n_embd] FFN biases (phi2) */
+    /* mixture of experts (moe.c) */
+    ob_tensor ffn_gate_inp;         /* [n_embd, n_expert] router */
+    ob_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] each: row ranges of the stacked
+                                      * ffn_{gate,up,down}_exps ([n_embd, n_ff_exp] x2, [n_ff_exp, n_embd]);
+                                      * the arrays live in the block that holds `layers` */
+    ob_tensor shexp_gate, shexp_up, shexp_down; /* shared expert (qwen2moe) [n_embd, n_ff_shexp] x2, [n_ff_shexp, n_embd] */
+    ob_tensor shexp_gate_inp;       /* [n_embd] the shared expert's sigmoid gate */
 } ob_layer;
 
 typedef struct ob_arch ob_arch;
@@ -55,6 +76,8 @@ typedef struct ob_model {
     ob_tensor tok_embd;     /* [n_embd, n_vocab] */
     ob_tensor output_norm;  /* [n_embd] */
     ob_tensor output;       /* [n_embd, n_vocab]; == tok_embd when tied */
+    ob_tensor output_norm_b; /* [n_embd] LayerNorm bias (phi2), else data == NULL */
+    ob_tensor output_b;     /* [n_vocab] output bias (phi2), else data == NULL */
     ob_layer *layers;       /* [n_layer] */
     float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
     ob_tokenizer *tok;      /* NULL when the GGUF has no vocabulary */
@@ -80,6 +103,8 @@ typedef struct ob_forward_args {
     float *work;                  /* activation workspace (backend memory) */
     size_t work_floats;
     ob_backend *backend;          /* runs the ops (the context's: its threads); NULL = the model's */
+    bool embd_only;               /* logits gets [n_out][n_embd] hidden states after the output norm
+                                     instead of logits (llama.c only; see ob_context_set_embeddings) */
 } ob_forward_args;
 
 struct ob_arch {
@@ -113,5 +138,20 @@ int ob_model_key_f32_opt(const ob_model_impl *m, const char *suffix, float *out)
  * -1 = any). Missing: OB_ERR_NOT_FOUND unless optional (then t->data = NULL, 0). */
 int ob_model_tensor(ob_model_impl *m, ob_tensor *t, bool optional, int n_dims, const int64_t *ne, const char *fmt,
                     ...) __attribute__((format(printf, 6, 7)));
+/* Rows [r0, r0 + n_rows) of the 2-D tensor `name` [ne0, total_rows] as a
+ * tensor of its own (a fused qkv or gate_up weight split at load time). The
+ * caller checks the whole tensor's shape; n_params counts each slice. */
+int ob_model_tensor_rows(ob_model_impl *m, ob_tensor *t, const char *name, int64_t r0, int64_t n_rows);
+/* The shared hyper-parameters (embedding, layers, heads, key length,
+ * context) every decoder reads the same way; `eps_key` names the norm
+ * epsilon ("attention.layer_norm_rms_epsilon" or "attention.layer_norm_epsilon"). */
+int ob_model_load_common(ob_model_impl *m, const char *eps_key);
+/* RoPE keys (rope.dimension_count, freq_base, scaling) into hp->rope with
+ * the given mode; rope_freqs.weight (Llama 3) is read by llama.c itself. */
+int ob_model_load_rope(ob_model_impl *m, ob_rope_mode mode);
+/* Sliding-window attention for some layers: copy the engine's tokens into
+ * `out` (host memory, n entries), each seeing no further back than
+ * pos - window + 1. */
+void ob_model_window_tokens(const ob_attn_token *in, int64_t n, int64_t window, ob_attn_token *out);
 
 #endif

@@ -9,9 +9,13 @@
 #include "../core/status.h"
 #include "model.h"
 
-extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3;
+extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3, ob_arch_gemma, ob_arch_gemma2, ob_arch_gemma3,
+    ob_arch_phi2, ob_arch_phi3, ob_arch_qwen3moe, ob_arch_qwen2moe;
 
-static const ob_arch *const g_archs[] = {&ob_arch_llama, &ob_arch_qwen2, &ob_arch_qwen3};
+/* `llama` files with experts (Mixtral) are handed to moe.c by llama.c's loader. */
+static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_arch_qwen3,    &ob_arch_gemma,
+                                         &ob_arch_gemma2, &ob_arch_gemma3, &ob_arch_phi2,     &ob_arch_phi3,
+                                         &ob_arch_qwen3moe, &ob_arch_qwen2moe};
 
 const ob_arch *ob_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)
@@ -93,4 +97,117 @@ int ob_model_tensor(ob_model_impl *m, ob_tensor *t, bool optional, int n_dims, c
     m->n_params += (uint64_t)ob_gguf_tensor_nelements(g);
     m->n_bytes += g->nbytes;
     return 0;
+}
+
+int ob_model_tensor_rows(ob_model_impl *m, ob_tensor *t, const char *name, int64_t r0, int64_t n_rows) {
+    memset(t, 0, sizeof *t);
+    const ob_gguf_tensor *g = ob_gguf_find_tensor(m->gguf, name);
+    if (!g) return ob_err(OB_ERR_NOT_FOUND, "tensor '%s' is missing", name);
+    /* a 1-D tensor (a fused bias) is sliced by elements */
+    /* 3-D (stacked experts): rows of all experts one after another */
+    const int nd = g->n_dims == 1 ? 1 : 2;
+    const int64_t total = nd == 1 ? g->ne[0] : g->ne[1] * (g->n_dims == 3 ? g->ne[2] : 1), len = nd == 1 ? 1 : g->ne[0];
+    if (g->n_dims > 3 || r0 < 0 || n_rows <= 0 || r0 + n_rows > total ||
+        (nd == 1 && g->type != OB_TYPE_F32 && g->type != OB_TYPE_F16))
+        return ob_err(OB_ERR_FORMAT, "tensor '%s': rows [%lld, %lld) do not fit its shape or type", name,
+                      (long long)r0, (long long)(r0 + n_rows));
+    int64_t ne[2] = {nd == 1 ? n_rows : len, n_rows};
+    size_t row = ob_row_size(g->type, len);
+    ob_tensor_init(t, g->type, nd, ne, NULL);
+    t->name = g->name;
+    OB_TRY(m->backend->ops->weight(m->backend, t, (const char *)g->data + (size_t)r0 * row));
+    m->n_params += (uint64_t)(len * n_rows);
+    m->n_bytes += row * (size_t)n_rows;
+    return 0;
+}
+
+int ob_model_load_common(ob_model_impl *m, const char *eps_key) {
+    ob_hparams *hp = &m->hp;
+    OB_TRY(ob_model_key_u32(m, "embedding_length", &hp->n_embd));
+    OB_TRY(ob_model_key_u32(m, "block_count", &hp->n_layer));
+    OB_TRY(ob_model_key_u32(m, "feed_forward_length", &hp->n_ff));
+    OB_TRY(ob_model_key_u32(m, "attention.head_count", &hp->n_head));
+    hp->n_head_kv = hp->n_head;
+    OB_TRY(ob_model_key_u32_opt(m, "attention.head_count_kv", &hp->n_head_kv));
+    hp->n_ctx_train = 2048;
+    OB_TRY(ob_model_key_u32_opt(m, "context_length", &hp->n_ctx_train));
+    OB_TRY(ob_model_key_f32(m, eps_key, &hp->norm_eps));
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
+        return ob_err(OB_ERR_FORMAT, "%s: embedding_length, block_count, feed_forward_length and head counts must be > 0",
+                      m->arch_name);
+    if (hp->n_layer > 4096 || hp->n_head > 4096 || hp->n_embd > ((int64_t)1 << 20) || hp->n_ff > ((int64_t)1 << 24))
+        return ob_err(OB_ERR_FORMAT, "%s: absurd layer, head or width count", m->arch_name);
+    if (hp->n_head % hp->n_head_kv)
+        return ob_err(OB_ERR_FORMAT, "%s.attention.head_count %lld is not a multiple of head_count_kv %lld", m->arch_name,
+                      (long long)hp->n_head, (long long)hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    OB_TRY(ob_model_key_u32_opt(m, "attention.key_length", &hp->head_dim));
+    hp->head_dim_v = hp->head_dim;
+    OB_TRY(ob_model_key_u32_opt(m, "attention.value_length", &hp->head_dim_v));
+    if (hp->head_dim <= 0 || hp->head_dim > 4096 || hp->head_dim_v != hp->head_dim)
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: key length %lld and value length %lld must be equal and > 0", m->arch_name,
+                      (long long)hp->head_dim, (long long)hp->head_dim_v);
+    hp->sliding_window = 0;
+    return 0;
+}
+
+int ob_model_load_rope(ob_model_impl *m, ob_rope_mode mode) {
+    ob_hparams *hp = &m->hp;
+    ob_rope_params *r = &hp->rope;
+    memset(r, 0, sizeof *r);
+    r->mode = mode;
+    int64_t n_rot = hp->head_dim;
+    OB_TRY(ob_model_key_u32_opt(m, "rope.dimension_count", &n_rot));
+    if (n_rot <= 0 || n_rot > hp->head_dim || n_rot % 2)
+        return ob_err(OB_ERR_FORMAT, "%s.rope.dimension_count = %lld does not fit head dimension %lld", m->arch_name,
+                      (long long)n_rot, (long long)hp->head_dim);
+    r->n_rot = (int)n_rot;
+    r->freq_base = 10000.0f;
+    OB_TRY(ob_model_key_f32_opt(m, "rope.freq_base", &r->freq_base));
+    if (!(r->freq_base > 1.0f)) return ob_err(OB_ERR_FORMAT, "%s.rope.freq_base must be > 1", m->arch_name);
+    r->freq_scale = 1.0f;
+    r->attn_factor = 1.0f;
+    r->beta_fast = 32.0f;
+    r->beta_slow = 1.0f;
+    r->n_ctx_orig = (int)hp->n_ctx_train;
+    hp->rope_scaling = OB_ROPE_SCALING_NONE;
+    char key[96];
+    const char *type = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    int rc = ob_gguf_get_str(m->gguf, key, &type);
+    if (rc < 0 && rc != OB_ERR_NOT_FOUND) return rc;
+    ob_err_clear();
+    float factor = 0.0f;
+    OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.factor", &factor));
+    if (!type || strcmp(type, "none") == 0) return 0;
+    if (!(factor > 0.0f))
+        return ob_err(OB_ERR_FORMAT, "%s.rope.scaling.type is '%s' but %s.rope.scaling.factor is missing or <= 0",
+                      m->arch_name, type, m->arch_name);
+    int64_t orig = 0;
+    OB_TRY(ob_model_key_u32_opt(m, "rope.scaling.original_context_length", &orig));
+    if (orig > 0) r->n_ctx_orig = (int)orig;
+    if (strcmp(type, "linear") == 0) {
+        hp->rope_scaling = OB_ROPE_SCALING_LINEAR;
+        r->freq_scale = 1.0f / factor;
+    } else if (strcmp(type, "yarn") == 0) {
+        hp->rope_scaling = OB_ROPE_SCALING_YARN;
+        r->freq_scale = 1.0f / factor;
+        r->ext_factor = 1.0f;
+        OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_ext_factor", &r->ext_factor));
+        OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.attn_factor", &r->attn_factor));
+        OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_beta_fast", &r->beta_fast));
+        OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_beta_slow", &r->beta_slow));
+    } else {
+        return ob_err(OB_ERR_UNSUPPORTED, "%s.rope.scaling.type '%s' is not supported (none, linear, yarn)",
+                      m->arch_name, type);
+    }
+    return 0;
+}
+
+void ob_model_window_tokens(const ob_attn_token *in, int64_t n, int64_t window, ob_attn_token *out) {
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = in[i];
+        int64_t s = (int64_t)in[i].pos - window + 1;
+        if (window > 0 && s > out[i].kv_start) out[i].kv_start = (int32_t)s;
+    }
 }

@@ -111,21 +111,28 @@ static double rate(double n, double ms) { return ms > 0 ? n * 1e3 / ms : 0; }
 static double per_token(double ms, double n) { return n > 0 ? ms / n : 0; }
 
 json_t *ob_srv_timings_json(const ob_srv_choice *const *chs, int n) {
-    long long prompt_n = 0, cache_n = 0, pred_n = 0;
+    long long prompt_n = 0, cache_n = 0, pred_n = 0, draft_n = 0, draft_ok = 0;
     double prompt_ms = 0, pred_ms = 0;
     for (int i = 0; i < n; i++) {
         const ob_event *d = &chs[i]->done;
+        draft_n += d->n_drafted;
+        draft_ok += d->n_draft_accepted;
         prompt_n += d->n_prompt - d->n_cached;
         cache_n += d->n_cached;
         pred_n += ob_srv_choice_completion_tokens(chs[i]);
         if (d->t_prompt_ms > prompt_ms) prompt_ms = d->t_prompt_ms;
         if (d->t_gen_ms > pred_ms) pred_ms = d->t_gen_ms;
     }
-    return json_pack("{s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:I}", "prompt_n", (json_int_t)prompt_n, "prompt_ms", prompt_ms,
+    json_t *t = json_pack("{s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:I}", "prompt_n", (json_int_t)prompt_n, "prompt_ms", prompt_ms,
                      "prompt_per_token_ms", per_token(prompt_ms, (double)prompt_n), "prompt_per_second",
                      rate((double)prompt_n, prompt_ms), "predicted_n", (json_int_t)pred_n, "predicted_ms", pred_ms,
                      "predicted_per_token_ms", per_token(pred_ms, (double)pred_n), "predicted_per_second",
                      rate((double)pred_n, pred_ms), "cache_n", (json_int_t)cache_n);
+    if (t && draft_n > 0) { /* speculative decoding: as llama-server, only when something was drafted */
+        json_object_set_new(t, "draft_n", json_integer(draft_n));
+        json_object_set_new(t, "draft_n_accepted", json_integer(draft_ok));
+    }
+    return t;
 }
 
 static json_t *job_timings(const ob_srv_job *j) {
@@ -171,6 +178,24 @@ static json_t *native_final(ob_srv_job *j, ob_srv_choice *c, const char *content
     return o;
 }
 
+/* ---------------- tool calls ---------------- */
+
+/* OpenAI's tool_calls array: [{"id", "type": "function", "function": {"name",
+ * "arguments"}}]; streamed ones also carry "index". */
+static json_t *tool_call_json(const ob_srv_choice *c, int k, bool with_index, bool with_args) {
+    const ob_tc_call *t = &c->calls.calls[k];
+    json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", t->id ? t->id : "", "type", "function", "function", "name",
+                          t->name, "arguments", with_args ? t->arguments : "");
+    if (o && with_index) json_object_set_new(o, "index", json_integer(k));
+    return o;
+}
+
+static json_t *tool_calls_json(const ob_srv_choice *c, bool with_index) {
+    json_t *arr = json_array();
+    for (int k = 0; k < c->calls.n_calls; k++) json_array_append_new(arr, tool_call_json(c, k, with_index, true));
+    return arr;
+}
+
 /* ---------------- whole responses ---------------- */
 
 json_t *ob_srv_job_response(ob_srv_job *j) {
@@ -193,6 +218,10 @@ json_t *ob_srv_job_response(ob_srv_job *j) {
             json_t *msg = json_pack("{s:s, s:s%}", "role", "assistant", "content", c->content.data ? c->content.data : "",
                                     c->content.len);
             if (c->reasoning.len) json_object_set_new(msg, "reasoning_content", json_stringn(c->reasoning.data, c->reasoning.len));
+            if (msg && c->calls.n_calls > 0) {
+                if (c->content.len == 0) json_object_set_new(msg, "content", json_null()); /* as OpenAI answers a pure call */
+                json_object_set_new(msg, "tool_calls", tool_calls_json(c, false));
+            }
             choice = json_pack("{s:i, s:o, s:o, s:s}", "index", c->index, "message", msg, "logprobs", lp, "finish_reason",
                                ob_srv_choice_finish_reason(c));
         } else {
@@ -279,6 +308,20 @@ static int stream_choice(ob_srv_job *j, ob_srv_choice *c, ob_buf *out) {
         OB_TRY(sse(out, v));
     }
     if (!c->finished || c->final_sent) return 0;
+    if (chat && !c->failed && !c->calls_sent) {
+        /* as llama-server streams them: per call, a chunk that opens it (index,
+         * id, type, name, empty arguments), then one with its arguments */
+        c->calls_sent = true;
+        for (int k = 0; k < c->calls.n_calls; k++) {
+            json_t *open = json_pack("{s:[o]}", "tool_calls", tool_call_json(c, k, true, false));
+            OB_TRY(sse(out, chunk(j, json_pack("{s:i, s:o, s:n, s:n}", "index", c->index, "delta", open, "logprobs",
+                                               "finish_reason"))));
+            json_t *args = json_pack("{s:[{s:i, s:{s:s}}]}", "tool_calls", "index", k, "function", "arguments",
+                                     c->calls.calls[k].arguments);
+            OB_TRY(sse(out, chunk(j, json_pack("{s:i, s:o, s:n, s:n}", "index", c->index, "delta", args, "logprobs",
+                                               "finish_reason"))));
+        }
+    }
     c->final_sent = true;
     if (c->failed) {
         ob_srv_error e;

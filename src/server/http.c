@@ -50,12 +50,12 @@ static const route g_routes[] = {
     {"POST", "/v1/completions", ob_srv_completion, false, true},
     {"POST", "/completions", ob_srv_completion, false, true},
     {"POST", "/completion", ob_srv_native_completion, false, true},
-    {"POST", "/v1/embeddings", ob_srv_embeddings, false, false},
-    {"POST", "/embeddings", ob_srv_embeddings, false, false},
-    {"POST", "/embedding", ob_srv_embeddings, false, false},
-    {"POST", "/v1/rerank", ob_srv_embeddings, false, false},
-    {"POST", "/rerank", ob_srv_embeddings, false, false},
-    {"POST", "/reranking", ob_srv_embeddings, false, false},
+    {"POST", "/v1/embeddings", ob_srv_embeddings, false, true},
+    {"POST", "/embeddings", ob_srv_embeddings, false, true},
+    {"POST", "/embedding", ob_srv_embeddings, false, true},
+    {"POST", "/v1/rerank", ob_srv_rerank, false, false},
+    {"POST", "/rerank", ob_srv_rerank, false, false},
+    {"POST", "/reranking", ob_srv_rerank, false, false},
     {"GET", "/", ob_srv_root, true, false},
 };
 

@@ -6,13 +6,15 @@
  *              background thread, shut down
  *   http.c     the libmicrohttpd callback: body, auth, routing, responses
  *   routes.c   the small endpoints (health, models, props, slots, metrics,
- *              tokenize, detokenize, apply-template, embeddings)
+ *              tokenize, detokenize, apply-template) and embeddings, which run
+ *              on embd_ctx under embd_lock, not on the engine
  *   complete.c /v1/chat/completions, /v1/completions, /completion: waiting
  *              (non-streaming) and Server-Sent Events (streaming)
  *   job.c      one request's choices: prompt -> engine requests -> text,
  *              stop strings, reasoning split, logprobs, usage, timings
  *   format.c   the JSON shapes of responses and stream chunks
- *   request.c  pure body parsing (request.h); text.c pure text logic (text.h)
+ *   request.c  pure body parsing (request.h); text.c pure text logic (text.h);
+ *              toolcall.c tool calls from the answer text (toolcall.h)
  *
  * Threads: libmicrohttpd runs one thread per connection; those threads parse,
  * tokenize, submit to the engine and wait for events. The engine thread is
@@ -35,6 +37,7 @@
 #include "request.h"
 #include "server.h"
 #include "text.h"
+#include "toolcall.h"
 
 enum { SRV_LOADING = 0, SRV_READY = 1, SRV_FAILED = -1 };
 
@@ -64,6 +67,10 @@ struct ob_server {
     char load_error[512];
     ob_model *model;              /* valid once state is SRV_READY */
     ob_engine *engine;
+    bool embeddings;              /* --embeddings: embd_ctx exists once ready */
+    int pooling;                  /* requested (-1: the model's), then the one in use once ready */
+    ob_context *embd_ctx;         /* one sequence, embeddings on; used under embd_lock */
+    pthread_mutex_t embd_lock;
     char model_id[256];           /* the name /v1/models reports */
     int32_t n_ctx, n_vocab;
     time_t t_start;
@@ -102,6 +109,7 @@ enum MHD_Result ob_srv_detokenize(ob_server *s, struct MHD_Connection *c, const 
 enum MHD_Result ob_srv_apply_template(ob_server *s, struct MHD_Connection *c, const char *url, const char *body,
                                       size_t len);
 enum MHD_Result ob_srv_embeddings(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len);
+enum MHD_Result ob_srv_rerank(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len);
 enum MHD_Result ob_srv_root(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len);
 
 /* Tokenize text into a new array (ob_free); errors mapped to HTTP. */
@@ -141,6 +149,11 @@ typedef struct ob_srv_choice {
     int32_t gen_cp;             /* code points of generated text decoded so far */
     ob_srv_think think;
     ob_buf content, reasoning;  /* released text not yet taken by the formatter */
+    bool tools;                 /* the answer goes through the tool-call splitter (request had tools) */
+    ob_tc_stream tc;
+    ob_buf answer;              /* reasoning splitter output not yet given to the tool-call splitter */
+    ob_tc_result calls;         /* tool calls, known once the choice is finished; ids filled in */
+    bool calls_sent;            /* streaming bookkeeping (format.c) */
     ob_srv_lp *lp;              /* [n_lp] when logprobs were asked for */
     int n_lp, cap_lp, lp_ready, lp_taken;
     int n_tokens;               /* token events before any stop match */
@@ -163,6 +176,7 @@ typedef struct ob_srv_job {
     int32_t *prompt_tokens;     /* [req.n_prompts] tokens of each prompt */
     char **prompt_text;         /* [req.n_prompts] prompt as text (echo, /completion "prompt") */
     bool think_opened;          /* the rendered chat prompt ended inside <think> */
+    ob_tc_format tc_format;     /* tool-call format the chat template teaches */
     bool usage_sent, done_sent; /* streaming bookkeeping */
 } ob_srv_job;
 

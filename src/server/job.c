@@ -22,6 +22,7 @@
 
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "../router/router.h"
 #include "internal.h"
 
 /* ---------------- prompt preparation ---------------- */
@@ -136,6 +137,8 @@ int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv
         rc = ob_srv_fail(e, OB_ERR_NOT_FOUND, 404, "invalid_request_error", "model_not_found", "model",
                          "the model '%s' does not exist here; this server serves '%s'", j->req.model, s->model_id);
 
+    if (rc == 0 && j->req.api == OB_SRV_CHAT) /* issue 12: count the class (docs/router.md) */
+        ob_router_observe(j->req.chat_context, j->req.chat_context_len);
     if (rc == 0 && j->req.api == OB_SRV_CHAT) {
         char *text = NULL;
         size_t tl = 0;
@@ -150,6 +153,7 @@ int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv
                 j->req.prompts[0].text = text;
                 j->req.prompts[0].len = tl;
                 j->think_opened = j->req.reasoning && ob_srv_prompt_opens_think(text, tl);
+                j->tc_format = ob_tc_detect(s->chat_template ? s->chat_template : ob_model_chat_template(s->model));
             }
         }
     }
@@ -186,6 +190,8 @@ int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv
         c->index = i;
         c->prompt = i / j->req.n;
         ob_srv_think_init(&c->think, split, j->think_opened);
+        c->tools = j->req.tools;
+        ob_tc_stream_init(&c->tc, j->tc_format);
         ob_gen_params g = j->req.gen;
         g.sampling.seed = seed + (uint64_t)i;
         if ((rc = ob_detokenizer_create(s->model, true, &c->detok)) < 0) {
@@ -223,10 +229,20 @@ static void fail_choice(ob_srv_choice *c, const char *what) {
     ob_request_cancel(c->req);
 }
 
+/* Answer text from the reasoning splitter on to the tool-call splitter,
+ * which releases what cannot be part of a call into content. */
+static void feed_tools(ob_srv_choice *c) {
+    if (!c->tools || c->answer.len == 0) return;
+    if (ob_tc_stream_push(&c->tc, c->answer.data, c->answer.len, &c->content) < 0) fail_choice(c, "tool calls");
+    ob_buf_clear(&c->answer);
+}
+
 /* Move the first k pending bytes to the released text. */
 static void release(ob_srv_choice *c, size_t k) {
     if (k == 0) return;
-    if (ob_srv_think_push(&c->think, c->pending.data, k, false, &c->content, &c->reasoning) < 0) fail_choice(c, "text");
+    if (ob_srv_think_push(&c->think, c->pending.data, k, false, c->tools ? &c->answer : &c->content, &c->reasoning) < 0)
+        fail_choice(c, "text");
+    feed_tools(c);
     c->released += k;
     ob_buf_consume(&c->pending, k);
 }
@@ -295,6 +311,30 @@ static void on_token(ob_srv_job *j, ob_srv_choice *c, const ob_event *ev) {
     process(j, c, false);
 }
 
+/* The answer is complete: parse the held text for calls and give each call
+ * an id (call_ + 24 random characters) unless the model wrote its own. */
+static void finish_tools(ob_srv_job *j, ob_srv_choice *c) {
+    feed_tools(c);
+    if (ob_tc_stream_finish(&c->tc, &c->content, &c->calls) < 0) {
+        fail_choice(c, "tool calls");
+        return;
+    }
+    ob_buf_free(&c->calls.content);
+    if (!j->req.parallel_tool_calls) /* keep the first call only */
+        while (c->calls.n_calls > 1) {
+            ob_tc_call *x = &c->calls.calls[--c->calls.n_calls];
+            ob_free(x->id);
+            ob_free(x->name);
+            ob_free(x->arguments);
+        }
+    for (int k = 0; k < c->calls.n_calls; k++) {
+        if (c->calls.calls[k].id) continue;
+        char id[40];
+        ob_srv_random_id("call_", id, sizeof id);
+        if (!(c->calls.calls[k].id = ob_strdup(id))) fail_choice(c, "tool calls");
+    }
+}
+
 static void on_done(ob_srv_job *j, ob_srv_choice *c, const ob_event *ev) {
     c->done = *ev;
     c->finished = true;
@@ -309,7 +349,9 @@ static void on_done(ob_srv_job *j, ob_srv_choice *c, const ob_event *ev) {
         process(j, c, true);
         c->lp_ready = c->n_lp;
     }
-    if (ob_srv_think_push(&c->think, "", 0, true, &c->content, &c->reasoning) < 0) fail_choice(c, "text");
+    if (ob_srv_think_push(&c->think, "", 0, true, c->tools ? &c->answer : &c->content, &c->reasoning) < 0)
+        fail_choice(c, "text");
+    if (c->tools) finish_tools(j, c);
 }
 
 int ob_srv_job_poll(ob_srv_job *j, int timeout_ms, int max_per_choice) {
@@ -360,6 +402,7 @@ int32_t ob_srv_choice_completion_tokens(const ob_srv_choice *c) {
 }
 
 const char *ob_srv_choice_finish_reason(const ob_srv_choice *c) {
+    if (c->calls.n_calls > 0 && !c->failed) return "tool_calls";
     if (c->stop_hit) return "stop";
     switch (c->done.finish) {
     case OB_FINISH_LENGTH: return "length";
@@ -378,6 +421,9 @@ void ob_srv_job_free(ob_srv_job *j) {
         ob_buf_free(&c->content);
         ob_buf_free(&c->reasoning);
         ob_srv_think_free(&c->think);
+        ob_tc_stream_free(&c->tc);
+        ob_buf_free(&c->answer);
+        ob_tc_result_free(&c->calls);
         ob_free(c->lp);
     }
     ob_free(j->ch);

@@ -193,6 +193,15 @@ static int parse_generation(ob_srv_error *e, json_t *o, ob_srv_api api, const ob
     }
     if ((rc = get_bool(e, o, "ignore_eos", &b)) < 0) return rc;
     if (rc) r->gen.ignore_eos = b;
+    /* speculative decoding (when the server drafts): "speculative": false or a draft length of 0 turns it off */
+    if ((rc = get_bool(e, o, "speculative", &b)) < 0) return rc;
+    if (rc) r->gen.no_speculative = !b;
+    static const char *const spec_n_names[] = {"speculative.n_max", "n_draft"};
+    for (int k = 0; k < 2; k++) {
+        if ((rc = get_int(e, o, spec_n_names[k], 0, 64, &i)) < 0) return rc;
+        if (rc && i == 0) r->gen.no_speculative = true;
+        if (rc && i > 0) r->gen.spec_n_max = (int32_t)i;
+    }
 
     /* logprobs: a bool (+ top_logprobs) in chat, an integer in completions, n_probs natively */
     r->gen.top_logprobs = -1;
@@ -264,6 +273,25 @@ static int parse_generation(ob_srv_error *e, json_t *o, ob_srv_api api, const ob
 
 /* ---------------- chat messages ---------------- */
 
+/* An assistant message's tool_calls as templates want them: OpenAI sends
+ * function.arguments as a JSON string, while templates (Qwen2.5, Llama 3.1,
+ * Hermes) write `arguments | tojson` and expect the object, so a string that
+ * holds a JSON object becomes that object (llama-server does the same). */
+static json_t *tool_calls_for_template(json_t *calls) {
+    json_t *out = json_deep_copy(calls);
+    size_t i;
+    json_t *c;
+    json_array_foreach(out, i, c) {
+        json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
+        if (!json_is_string(args)) continue;
+        json_t *v = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
+        if (json_is_object(v)) json_object_set(fn, "arguments", v);
+        json_decref(v);
+    }
+    return out;
+}
+
 /* Validate messages[] and rebuild it for the template: content-part arrays
  * become one string (text parts joined with "\n", as llama-server does for
  * text-only models), everything else of a message passes through as sent. */
@@ -292,7 +320,8 @@ static int normalize_messages(ob_srv_error *e, json_t *msgs, json_t **out) {
         json_t *val;
         json_object_foreach(m, key, val) {
             if (strcmp(key, "content") != 0) {
-                json_object_set(nm, key, val);
+                if (!strcmp(key, "tool_calls") && json_is_array(val)) json_object_set_new(nm, key, tool_calls_for_template(val));
+                else json_object_set(nm, key, val);
                 continue;
             }
             if (json_is_string(val) || json_is_null(val)) {
@@ -390,6 +419,14 @@ static int parse_chat(ob_srv_error *e, json_t *o, ob_srv_api api, const ob_srv_d
             return BAD(e, "unsupported_parameter", "tool_choice",
                        "'tool_choice' can be \"auto\" or \"none\" here; forcing a tool call is not supported yet");
         }
+    }
+    /* the answer is parsed for calls when tools were offered and not switched off */
+    r->tools = api == OB_SRV_CHAT && json_is_array(tools) && json_array_size(tools) > 0 &&
+               !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
+    r->parallel_tool_calls = true;
+    if ((rc = get_bool(e, o, "parallel_tool_calls", &r->parallel_tool_calls)) < 0) {
+        json_decref(ctx);
+        return rc;
     }
     if (d->template_kwargs) { /* the server's, before the request's own */
         json_error_t jerr;

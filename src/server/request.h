@@ -94,6 +94,8 @@ typedef struct ob_srv_request {
     bool stream, include_usage;
     bool echo;                 /* completions: the prompt text is prepended to each choice */
     int reasoning;             /* 0/1, from the request or the server default */
+    bool tools;                /* chat with tools (tool_choice not "none"): parse the answer for tool calls */
+    bool parallel_tool_calls;  /* false: keep only the first call */
     char **stop;               /* [n_stop] non-empty stop strings */
     int n_stop;
 } ob_srv_request;

@@ -1,10 +1,11 @@
 /*
  * routes.c - the endpoints that are not completions: health, models, props,
- * slots, metrics, tokenize, detokenize, apply-template, and the embeddings
- * family (refused with 501 until embeddings exist). Response shapes follow
+ * slots, metrics, tokenize, detokenize, apply-template, embeddings (with
+ * --embeddings; reranking answers 501). Response shapes follow
  * llama-server's where it has the endpoint, so its clients (Lemonade among
  * them) read ours unchanged.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,16 +86,43 @@ enum MHD_Result ob_srv_props(ob_server *s, struct MHD_Connection *c, const char 
     return ob_srv_send_json(s, c, 200, o);
 }
 
-/* The engine assigns sequences to slots internally and reports only how
- * many are busy; the first `running` slots are shown as processing. */
+/* llama-server's shape, from the engine's per-slot snapshot (taken after
+ * its last step), plus n_prompt_tokens / n_past / n_cached, which it keeps
+ * inside "prompt" handling. ?fail_on_no_slot=1 answers 503 when every slot
+ * is busy, as llama-server does. */
 enum MHD_Result ob_srv_slots(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len) {
     (void)url, (void)body, (void)len;
-    ob_engine_stats st;
-    ob_engine_get_stats(s->engine, &st);
+    int32_t n = 0, cap = s->engine_params.n_parallel > 0 ? s->engine_params.n_parallel : 1;
+    ob_slot_info *si = ob_calloc((size_t)cap, sizeof *si);
+    if (!si) {
+        ob_srv_error e;
+        ob_srv_fail(&e, 0, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        return ob_srv_send_error(s, c, &e);
+    }
+    ob_engine_get_slots(s->engine, si, cap, &n);
     json_t *arr = json_array();
-    for (int i = 0; i < s->engine_params.n_parallel; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:i, s:b, s:b, s:o}", "id", i, "n_ctx", (int)s->n_ctx, "speculative", 0,
-                                             "is_processing", i < st.running, "params", sampling_json(&s->defaults)));
+    int idle = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const ob_slot_info *x = &si[i];
+        idle += !x->is_processing;
+        int32_t remain = x->n_predict > 0 ? x->n_predict - x->n_decoded : -1;
+        json_t *next = json_pack("{s:b, s:b, s:i, s:i, s:s}", "has_next_token", x->has_next_token, "has_new_line", 0,
+                                 "n_remain", (int)remain, "n_decoded", (int)x->n_decoded, "stopping_word", "");
+        if (next && x->next_token >= 0) json_object_set_new(next, "id", json_integer(x->next_token));
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:i, s:b, s:b, s:i, s:i, s:i, s:o, s:o}", "id", (int)x->id, "id_task",
+                                             (json_int_t)x->id_task, "n_ctx", (int)s->n_ctx, "speculative",
+                                             s->engine_params.spec.type != OB_SPEC_NONE, "is_processing", x->is_processing,
+                                             "n_prompt_tokens", (int)x->n_prompt, "n_past", (int)x->n_past, "n_cached",
+                                             (int)x->n_cached, "params", sampling_json(&s->defaults), "next_token", next));
+    }
+    ob_free(si);
+    const char *fail = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    if (fail && strcmp(fail, "0") != 0 && strcmp(fail, "false") != 0 && idle == 0) {
+        json_decref(arr);
+        ob_srv_error e;
+        ob_srv_fail(&e, 0, 503, "unavailable_error", "no_slot_available", NULL, "no slot available");
+        return ob_srv_send_error(s, c, &e);
+    }
     return ob_srv_send_json(s, c, 200, arr);
 }
 
@@ -361,12 +389,219 @@ enum MHD_Result ob_srv_apply_template(ob_server *s, struct MHD_Connection *c, co
     return ob_srv_send_json(s, c, 200, out);
 }
 
+/* ---- embeddings ---- */
+
+/* One input's tokens: text (tokenized with the model's BOS/EOS, as
+ * llama-server does) or token ids as given. */
+static int embd_input(ob_server *s, json_t *v, const char *param, ob_token **ids, int32_t *n, ob_srv_error *e) {
+    *ids = NULL;
+    *n = 0;
+    if (json_is_string(v)) {
+        if (json_string_length(v) == 0)
+            return ob_srv_fail(e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", param,
+                               "'%s' must not be empty", param);
+        OB_TRY(ob_srv_tokenize_text(s, json_string_value(v), json_string_length(v), true, true, ids, n, e));
+    } else if (json_is_array(v) && json_array_size(v) > 0) {
+        size_t k = json_array_size(v);
+        *ids = ob_malloc(k * sizeof(ob_token));
+        if (!*ids) return ob_srv_fail(e, OB_ERR_OOM, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        for (size_t i = 0; i < k; i++) {
+            json_t *t = json_array_get(v, i);
+            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->n_vocab)
+                return ob_srv_fail(e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", param,
+                                   "'%s[%zu]' is not a token id of this model (0..%d)", param, i, (int)s->n_vocab - 1);
+            (*ids)[i] = (ob_token)json_integer_value(t);
+        }
+        *n = (int32_t)k;
+    } else {
+        return ob_srv_fail(e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_type", param,
+                           "'%s' must be a non-empty string or array of token ids", param);
+    }
+    if (*n == 0)
+        return ob_srv_fail(e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", param,
+                           "'%s' gives no tokens", param);
+    if (*n > s->n_ctx)
+        return ob_srv_fail(e, OB_ERR_RANGE, 400, "invalid_request_error", "context_length_exceeded", param,
+                           "'%s' is %d tokens, %d more than the context of %d tokens allows", param, (int)*n,
+                           (int)(*n - s->n_ctx), (int)s->n_ctx);
+    return 0;
+}
+
+/* Run one input through the embeddings context and pool it into out[n_embd],
+ * L2-normalised. Caller holds embd_lock. The input is decoded in chunks of
+ * n_batch; only the rows the pooling needs are produced. */
+static int embd_run(ob_server *s, const ob_token *ids, int32_t n, float *out, ob_srv_error *e) {
+    ob_context *ctx = s->embd_ctx;
+    const int32_t E = ob_model_n_embd(s->model), nb = ob_context_get_params(ctx)->n_batch;
+    int32_t *pos = ob_malloc((size_t)nb * sizeof(int32_t)), *seq = ob_calloc((size_t)nb, sizeof(int32_t));
+    int8_t *want = ob_malloc((size_t)nb);
+    double *acc = ob_calloc((size_t)E, sizeof(double));
+    int rc = pos && seq && want && acc ? 0 : OB_ERR_OOM;
+    ob_seq_remove(ctx, 0, 0);
+    for (int32_t start = 0; rc == 0 && start < n; start += nb) {
+        int32_t k = n - start < nb ? n - start : nb;
+        for (int32_t i = 0; i < k; i++) {
+            pos[i] = start + i;
+            int32_t p = start + i;
+            want[i] = s->pooling == OB_SRV_POOL_MEAN || (s->pooling == OB_SRV_POOL_CLS && p == 0) ||
+                      (s->pooling == OB_SRV_POOL_LAST && p == n - 1);
+        }
+        ob_batch b = {k, ids + start, pos, seq, want};
+        if ((rc = ob_decode(ctx, &b)) < 0) break;
+        for (int32_t i = 0; i < k; i++) {
+            if (!want[i]) continue;
+            const float *h = ob_get_embeddings(ctx, i);
+            if (!h) {
+                rc = ob_err(OB_ERR_INTERNAL, "no embedding for row %d", (int)i);
+                break;
+            }
+            for (int32_t d = 0; d < E; d++) acc[d] += h[d];
+        }
+    }
+    ob_seq_remove(ctx, 0, 0);
+    if (rc == 0) {
+        double norm = 0;
+        for (int32_t d = 0; d < E; d++) norm += acc[d] * acc[d]; /* mean's 1/n cancels in the normalisation */
+        norm = norm > 0 ? 1.0 / sqrt(norm) : 0;
+        for (int32_t d = 0; d < E; d++) out[d] = (float)(acc[d] * norm);
+    }
+    ob_free(pos);
+    ob_free(seq);
+    ob_free(want);
+    ob_free(acc);
+    if (rc == OB_ERR_OOM) return ob_srv_fail(e, rc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (rc < 0) return ob_srv_fail(e, rc, 500, "server_error", "engine_error", NULL, "embedding failed: %s", ob_last_error());
+    return 0;
+}
+
+static json_t *embd_vector(const float *v, int32_t E, bool base64) {
+    if (!base64) {
+        json_t *a = json_array();
+        for (int32_t d = 0; d < E; d++) json_array_append_new(a, json_real(v[d]));
+        return a;
+    }
+    /* OpenAI's base64: the float32 little-endian bytes */
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)v;
+    size_t n = (size_t)E * 4, o = 0;
+    char *t = ob_malloc((n + 2) / 3 * 4 + 1);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        t[o++] = tbl[x >> 18 & 63];
+        t[o++] = tbl[x >> 12 & 63];
+        t[o++] = i + 1 < n ? tbl[x >> 6 & 63] : '=';
+        t[o++] = i + 2 < n ? tbl[x & 63] : '=';
+    }
+    json_t *str = json_stringn(t, o);
+    ob_free(t);
+    return str;
+}
+
+/* POST /v1/embeddings, /embeddings (OpenAI's shape) and /embedding
+ * (llama-server's: [{"index", "embedding": [[...]]}], "content" accepted
+ * for "input"). Inputs run one after another on the embeddings context. */
 enum MHD_Result ob_srv_embeddings(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len) {
+    ob_srv_error e;
+    if (!s->embd_ctx) {
+        ob_srv_fail(&e, 0, 501, "not_supported_error", "not_supported", NULL,
+                    "this server does not serve embeddings: start it with --embeddings");
+        return ob_srv_send_error(s, c, &e);
+    }
+    const bool native = !strcmp(url, "/embedding");
+    json_t *o = load_object(body, len, &e);
+    if (!o) return ob_srv_send_error(s, c, &e);
+    json_t *input = json_object_get(o, "input");
+    const char *param = "input";
+    if (!input && native) input = json_object_get(o, "content"), param = "content";
+    json_t *model = json_object_get(o, "model"), *fmt = json_object_get(o, "encoding_format"), *dims = json_object_get(o, "dimensions");
+    const int32_t E = ob_model_n_embd(s->model);
+    bool ok = true, base64 = false;
+    if (!input) {
+        ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "missing_field", param, "'%s' is required", param);
+        ok = false;
+    } else if (model && !json_is_null(model) && (!json_is_string(model) || !ob_srv_model_name_ok(s, json_string_value(model)))) {
+        if (!json_is_string(model))
+            ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_type", "model", "'model' must be a string");
+        else
+            ob_srv_fail(&e, OB_ERR_NOT_FOUND, 404, "invalid_request_error", "model_not_found", "model",
+                        "the model '%s' does not exist here; this server serves '%s'", json_string_value(model), s->model_id);
+        ok = false;
+    } else if (fmt && !json_is_null(fmt) &&
+               (!json_is_string(fmt) || (strcmp(json_string_value(fmt), "float") && strcmp(json_string_value(fmt), "base64")))) {
+        ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", "encoding_format",
+                    "'encoding_format' must be \"float\" or \"base64\"");
+        ok = false;
+    } else if (dims && !json_is_null(dims) && (!json_is_integer(dims) || json_integer_value(dims) != E)) {
+        ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "unsupported_parameter", "dimensions",
+                    "'dimensions' can only be this model's embedding size, %d", (int)E);
+        ok = false;
+    } else if (s->pooling == OB_SRV_POOL_NONE) {
+        ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", "pooling",
+                    "the server runs with --pooling none, which gives one vector per token; OpenAI embeddings need a "
+                    "pooled vector (start with --pooling mean, cls or last)");
+        ok = false;
+    }
+    if (ok) base64 = json_is_string(fmt) && !strcmp(json_string_value(fmt), "base64") && !native;
+    /* one input or several: a string, ids, or an array of those */
+    json_t *items = NULL;
+    bool many = false;
+    if (ok) {
+        many = json_is_array(input) && json_array_size(input) > 0 &&
+                    (json_is_string(json_array_get(input, 0)) || json_is_array(json_array_get(input, 0)));
+        items = many ? json_incref(input) : json_pack("[O]", input);
+        if (json_array_size(items) > 2048) {
+            ob_srv_fail(&e, OB_ERR_INVALID_ARG, 400, "invalid_request_error", "invalid_value", param,
+                        "'%s' has %zu inputs; at most 2048 per request", param, json_array_size(items));
+            ok = false;
+        }
+    }
+    float *vec = ok ? ob_malloc((size_t)E * sizeof(float)) : NULL;
+    if (ok && !vec) {
+        ob_srv_fail(&e, OB_ERR_OOM, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        ok = false;
+    }
+    json_t *data = json_array();
+    long long n_tokens = 0;
+    for (size_t i = 0; ok && i < json_array_size(items); i++) {
+        char p[64];
+        if (many) snprintf(p, sizeof p, "%s[%zu]", param, i);
+        else snprintf(p, sizeof p, "%s", param);
+        ob_token *ids = NULL;
+        int32_t n = 0;
+        int rc = embd_input(s, json_array_get(items, i), p, &ids, &n, &e);
+        if (rc == 0) {
+            pthread_mutex_lock(&s->embd_lock);
+            rc = embd_run(s, ids, n, vec, &e);
+            pthread_mutex_unlock(&s->embd_lock);
+        }
+        ob_free(ids);
+        if (rc < 0) {
+            ok = false;
+            break;
+        }
+        n_tokens += n;
+        json_t *v = embd_vector(vec, E, base64);
+        if (native) json_array_append_new(data, json_pack("{s:i, s:[o]}", "index", (int)i, "embedding", v));
+        else json_array_append_new(data, json_pack("{s:s, s:i, s:o}", "object", "embedding", "index", (int)i, "embedding", v));
+    }
+    ob_free(vec);
+    json_decref(items);
+    json_decref(o);
+    if (!ok) {
+        json_decref(data);
+        return ob_srv_send_error(s, c, &e);
+    }
+    if (native) return ob_srv_send_json(s, c, 200, data);
+    return ob_srv_send_json(s, c, 200,
+                            json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list", "data", data, "model", s->model_id,
+                                      "usage", "prompt_tokens", (json_int_t)n_tokens, "total_tokens", (json_int_t)n_tokens));
+}
+
+enum MHD_Result ob_srv_rerank(ob_server *s, struct MHD_Connection *c, const char *url, const char *body, size_t len) {
     (void)body, (void)len;
     ob_srv_error e;
     ob_srv_fail(&e, 0, 501, "not_supported_error", "not_supported", NULL,
-                "%s is not supported by this server yet: it serves text generation only (embeddings and reranking come "
-                "with a later release)",
-                url);
+                "%s is not supported by this server: reranking models are not implemented", url);
     return ob_srv_send_error(s, c, &e);
 }

@@ -42,6 +42,7 @@ void ob_server_default_params(ob_server_params *p) {
     p->engine.queue_max = 128;
     p->max_body = (size_t)8 << 20;
     p->timeout_s = 600;
+    p->pooling = -1;
     ob_srv_defaults_init(&p->defaults);
 }
 
@@ -100,6 +101,45 @@ bool ob_srv_model_name_ok(const ob_server *s, const char *name) {
 
 /* ---------------- loading ---------------- */
 
+int ob_srv_pooling_parse(const char *name) {
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
+
+const char *ob_srv_pooling_name(int pooling) {
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    return pooling >= 0 && pooling < 5 ? names[pooling] : "unknown";
+}
+
+/* --embeddings: a context of its own (one sequence, the engine's context
+ * size) so embedding requests never wait behind generation, and the pooling
+ * in use: --pooling, else the model's pooling_type, else last (the
+ * decoder-model convention, e.g. Qwen3-Embedding). */
+static int embeddings_context(ob_server *s, ob_model *m) {
+    int pool = s->pooling >= 0 ? s->pooling : ob_model_pooling_type(m);
+    if (pool < 0) pool = OB_SRV_POOL_LAST;
+    if (pool == OB_SRV_POOL_RANK)
+        return ob_err(OB_ERR_UNSUPPORTED, "pooling 'rank' (reranking models) is not supported; use --pooling mean, cls or last");
+    if (pool > OB_SRV_POOL_RANK) return ob_err(OB_ERR_UNSUPPORTED, "the model's pooling_type %d is unknown", pool);
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = s->n_ctx;
+    cp.n_seq_max = 1;
+    cp.n_batch = s->n_ctx < 512 ? s->n_ctx : 512;
+    cp.n_threads = s->engine_params.n_threads;
+    cp.kv_type = s->engine_params.kv_type;
+    OB_TRY(ob_context_create(m, &cp, &s->embd_ctx));
+    int rc = ob_context_set_embeddings(s->embd_ctx, true);
+    if (rc < 0) {
+        ob_context_free(s->embd_ctx);
+        s->embd_ctx = NULL;
+        return rc;
+    }
+    s->pooling = pool;
+    return 0;
+}
+
 static void *loader_main(void *arg) {
     ob_server *s = arg;
     if (s->before_load) s->before_load(s->before_load_user);
@@ -110,6 +150,7 @@ static void *loader_main(void *arg) {
     int rc = ob_model_load(s->model_path, &mp, &m);
     if (rc == 0) {
         ob_engine_params ep = s->engine_params;
+        ep.spec.draft_device = s->device; /* a draft model goes where the target goes */
         /* -c is the context of each sequence (llama-server divides it among
          * slots; users trip over that, so we do not). The KV pool defaults to
          * --parallel full sequences; --kv-size sets it (kv_blocks) smaller or
@@ -120,6 +161,7 @@ static void *loader_main(void *arg) {
         ep.n_ctx = n_ctx;
         rc = ob_engine_create(m, &ep, &e);
         if (rc == 0) s->n_ctx = ob_engine_get_params(e)->n_ctx;
+        if (rc == 0 && s->embeddings) rc = embeddings_context(s, m);
     }
     pthread_mutex_lock(&s->lock);
     if (rc == 0) {
@@ -128,8 +170,10 @@ static void *loader_main(void *arg) {
         s->n_vocab = ob_model_n_vocab(m);
         atomic_store(&s->state, SRV_READY);
         OB_LOGI("serve: model ready: %s (context %d, %d slots)", s->model_id, s->n_ctx, s->engine_params.n_parallel);
+        if (s->embd_ctx) OB_LOGI("serve: embeddings on, pooling %s", ob_srv_pooling_name(s->pooling));
     } else {
         snprintf(s->load_error, sizeof s->load_error, "%s", ob_last_error());
+        ob_engine_free(e);
         ob_model_free(m);
         atomic_store(&s->state, SRV_FAILED);
         OB_LOGE("serve: cannot load the model: %s", s->load_error);
@@ -226,6 +270,9 @@ int ob_server_start(const ob_server_params *p, ob_server **out) {
     s->listen_fd = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
+    pthread_mutex_init(&s->embd_lock, NULL);
+    s->embeddings = p->embeddings;
+    s->pooling = p->pooling;
     s->model_path = ob_strdup(p->model_path);
     s->host = ob_strdup(p->host ? p->host : "127.0.0.1");
     s->alias = p->alias && *p->alias ? ob_strdup(p->alias) : NULL;
@@ -307,6 +354,8 @@ void ob_server_stop(ob_server *s) {
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->loader_started) pthread_join(s->loader, NULL);
     ob_engine_free(s->engine); /* requests still queued end cancelled */
+    ob_context_free(s->embd_ctx);
+    pthread_mutex_destroy(&s->embd_lock);
     ob_model_free(s->model);
     for (int i = 0; i < s->n_api_keys; i++) ob_free(s->api_keys[i]);
     ob_free(s->api_keys);

@@ -45,11 +45,19 @@ typedef struct ob_server_params {
     int timeout_s;               /* idle connection timeout (default 600) */
     ob_srv_defaults defaults;    /* sampling defaults, max tokens, reasoning split */
     bool quiet;                  /* no request log lines */
+    bool embeddings;             /* serve /v1/embeddings (a second context, one request at a time) */
+    int pooling;                 /* OB_SRV_POOL_*; -1: the model's <arch>.pooling_type, else last */
     /* Called on the loader thread just before the model loads, or NULL.
      * Tests use it to hold the server in its "loading" state. */
     void (*before_load)(void *user);
     void *before_load_user;
 } ob_server_params;
+
+/* Pooling of per-token hidden states into one embedding (GGUF pooling_type values). */
+enum { OB_SRV_POOL_NONE = 0, OB_SRV_POOL_MEAN = 1, OB_SRV_POOL_CLS = 2, OB_SRV_POOL_LAST = 3, OB_SRV_POOL_RANK = 4 };
+/* "none", "mean", "cls", "last", "rank" -> OB_SRV_POOL_*, or -1. */
+int ob_srv_pooling_parse(const char *name);
+const char *ob_srv_pooling_name(int pooling);
 
 void ob_server_default_params(ob_server_params *p);
 

@@ -48,7 +48,7 @@ function startServer(args) {
 }
 
 before(async () => {
-  server = await startServer(['--api-key', KEY]);
+  server = await startServer(['--api-key', KEY, '--embeddings']);
   client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
   // What can this build do? Text needs the tokenizer, chat the template engine.
   try {
@@ -200,8 +200,8 @@ test('errors arrive as the client\'s typed errors, and the server keeps serving'
     client.completions.create({ model: 'stories260K', prompt: Array(3000).fill(300), max_tokens: 1 }),
     (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' && /3000 tokens, 953 more than the context of 2048/.test(e.message));
   await assert.rejects(
-    client.embeddings.create({ model: 'stories260K', input: 'x' }),
-    (e) => e.status === 501);
+    client.embeddings.create({ model: 'stories260K', input: [] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'input');
   // still serving
   const page = await client.models.list();
   assert.equal(page.data.length, 1);
@@ -222,4 +222,39 @@ test('a stream aborted by the client does not disturb the server', async (t) => 
   }
   const r = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
   assert.equal(r.choices[0].text, ', there was a little');
+});
+
+test('embeddings through the client: unit vectors, one per input, base64 decoded by the client', async (t) => {
+  if (!canText) return t.skip('no tokenizer in this build');
+  const r = await client.embeddings.create({ model: 'stories260K', input: ['Once upon a time', 'The cat sat.'] });
+  assert.equal(r.object, 'list');
+  assert.equal(r.data.length, 2);
+  assert.deepEqual(r.data.map((d) => d.index), [0, 1]);
+  for (const d of r.data) {
+    assert.equal(d.object, 'embedding');
+    const norm = Math.sqrt(d.embedding.reduce((a, x) => a + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  }
+  assert.notDeepEqual(r.data[0].embedding, r.data[1].embedding);
+  assert.ok(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens);
+  // the client asks for base64 by default when no format is given and decodes it itself
+  const one = await client.embeddings.create({ model: 'stories260K', input: 'Once upon a time', encoding_format: 'base64' });
+  const bytes = Buffer.from(one.data[0].embedding, 'base64');
+  const floats = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+  assert.deepEqual(Array.from(floats), r.data[0].embedding.map((x) => Math.fround(x)));
+});
+
+test('tools: offered to a model that answers in text, the answer stays text', async (t) => {
+  if (!canChat) return t.skip('no chat templates in this build');
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const params = { model: 'stories260K', messages: [{ role: 'user', content: 'Once upon a time' }], tools, max_tokens: 12, temperature: 0 };
+  const r = await client.chat.completions.create(params);
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  let text = '';
+  for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    assert.equal(chunk.choices[0]?.delta?.tool_calls, undefined);
+    text += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(text, r.choices[0].message.content);
 });

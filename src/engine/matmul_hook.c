@@ -1,0 +1,70 @@
+/*
+ * matmul_hook.c - the matmul observer / activation rotation hook
+ * (matmul_hook.h).
+ */
+#include <string.h>
+
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "../quant/hadamard.h"
+#include "matmul_hook.h"
+
+static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
+    ob_matmul_hook *h = (ob_matmul_hook *)(void *)b->ops;
+    const int64_t nin = x->ne[0], n = x->ne[1];
+    if (h->obs && w->name && x->type == OB_TYPE_F32) h->obs(h->obs_user, w->name, (const float *)x->data, nin, n);
+    const bool proj = w->name && x->type == OB_TYPE_F32 && ob_hadamard_applies(w->name, w->ne[0]);
+    const bool rot = h->rotate && proj;
+    const bool sim = h->act_sim >= 0 && proj;
+    if (!rot && !sim) return h->inner->matmul(b, w, x, bias, out);
+    size_t need = (size_t)(nin * n);
+    if (need > h->scratch_cap) {
+        float *s = ob_malloc(need * sizeof(float));
+        if (!s) return h->rc = ob_err(OB_ERR_OOM, "rotation scratch");
+        ob_free(h->scratch);
+        h->scratch = s;
+        h->scratch_cap = need;
+    }
+    for (int64_t i = 0; i < n; i++) memcpy(h->scratch + i * nin, ob_tensor_row(x, i), (size_t)nin * sizeof(float));
+    if (rot) ob_hadamard_rotate_rows(h->scratch, nin, n, h->seed);
+    if (sim) {
+        const ob_type_traits *tr = ob_type_get(h->act_sim);
+        size_t rb = ob_row_size((ob_type)h->act_sim, nin);
+        if (rb > h->act_buf_cap) {
+            void *q = ob_malloc(rb);
+            if (!q) return h->rc = ob_err(OB_ERR_OOM, "activation rounding");
+            ob_free(h->act_buf);
+            h->act_buf = q;
+            h->act_buf_cap = rb;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            tr->from_float_ref(h->scratch + i * nin, h->act_buf, nin);
+            tr->to_float(h->act_buf, h->scratch + i * nin, nin);
+        }
+    }
+    ob_tensor xr;
+    ob_tensor_f32_2d(&xr, nin, n, h->scratch);
+    return h->inner->matmul(b, w, &xr, bias, out);
+}
+
+int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
+    ob_matmul_hook *h = ob_calloc(1, sizeof *h);
+    if (!h) return ob_err(OB_ERR_OOM, "matmul hook");
+    h->inner = b->ops;
+    h->ops = *b->ops;
+    h->ops.matmul = hook_matmul;
+    h->act_sim = -1;
+    *out = h;
+    return 0;
+}
+
+void ob_matmul_hook_free(ob_matmul_hook *h) {
+    if (!h) return;
+    ob_free(h->scratch);
+    ob_free(h->act_buf);
+    ob_free(h);
+}
+
+void ob_matmul_hook_enter(ob_matmul_hook *h, ob_backend *b) { b->ops = &h->ops; }
+
+void ob_matmul_hook_leave(ob_matmul_hook *h, ob_backend *b) { b->ops = h->inner; }

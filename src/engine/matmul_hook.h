@@ -1,0 +1,49 @@
+/*
+ * matmul_hook.h - one place where the engine can see and change what enters
+ * a weight matmul, without the model code knowing:
+ *   - an observer gets every matmul's input activations (1bit imatrix
+ *     collects the squared activations per weight from it);
+ *   - a rotated file (OB_HADAMARD_KEY, src/quant/hadamard.h) gets its
+ *     activations rotated before every matmul whose weight was rotated;
+ *   - OB_ACT_SIM=q4_0 (or another 32-block type) rounds the projections'
+ *     inputs through that type first: a simulation of low-bit activations
+ *     (W4A4) for measuring accuracy, not a fast path.
+ *
+ * The hook is an ops table: a copy of the backend's own, with matmul
+ * replaced. While a forward pass runs, the context points its backend's
+ * `ops` at the hook (ob_matmul_hook_enter) and back afterwards (leave), so
+ * every other op runs untouched on the real backend. Host memory only: the
+ * observer reads activations directly, so contexts on a GPU refuse both
+ * (docs/quantize.md).
+ */
+#ifndef OB_ENGINE_MATMUL_HOOK_H
+#define OB_ENGINE_MATMUL_HOOK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "onebit.h"
+
+typedef struct ob_matmul_hook {
+    ob_backend_ops ops;          /* first member: b->ops points here while entered */
+    const ob_backend_ops *inner; /* the backend's own table */
+    ob_matmul_observer obs;      /* NULL: none */
+    void *obs_user;
+    bool rotate;                 /* rotate inputs of rotated weights */
+    uint32_t seed;
+    float *scratch;              /* [scratch_cap] rotated copy of the input */
+    size_t scratch_cap;
+    int act_sim;                 /* a type (Q4_0, Q8_0, ...) whose rounding the projections' inputs get
+                                    before the matmul, to measure low-bit activations; -1: none */
+    void *act_buf;               /* [act_buf_cap] one quantized row */
+    size_t act_buf_cap;
+    int rc;                      /* first allocation failure inside matmul */
+} ob_matmul_hook;
+
+int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out);
+void ob_matmul_hook_free(ob_matmul_hook *h);
+void ob_matmul_hook_enter(ob_matmul_hook *h, ob_backend *b);
+void ob_matmul_hook_leave(ob_matmul_hook *h, ob_backend *b);
+
+#endif

@@ -147,12 +147,13 @@ int ob_seq_reuse_prefix(ob_context *ctx, int32_t seq_id, const ob_token *tokens,
 /* KV pages: total and in use (parked prefix pages count as free). */
 void ob_kv_usage(const ob_context *ctx, int64_t *used_blocks, int64_t *total_blocks);
 /* See the input of every weight matmul of later ob_decode calls: fn gets
- * the weight's name ("blk.0.attn_q.weight"), and x[n_tokens][n_in], the
- * activations it multiplies (valid during the call). For importance
- * matrices (1bit imatrix). CPU contexts only (OB_ERR_UNSUPPORTED on a GPU);
- * fn NULL removes it. */
-typedef void (*ob_matmul_observer)(void *user, const char *weight_name, const float *x, int64_t n_in,
-                                   int64_t n_tokens);
+ * the weight's name ("blk.0.attn_q.weight"), which matrix of it (the expert
+ * index of a stacked [n_in, n_out, n_mat] expert tensor; 0 and n_mat 1
+ * otherwise), and x[n_tokens][n_in], the activations it multiplies (valid
+ * during the call). For importance matrices (1bit imatrix). CPU contexts
+ * only (OB_ERR_UNSUPPORTED on a GPU); fn NULL removes it. */
+typedef void (*ob_matmul_observer)(void *user, const char *weight_name, int32_t mat, int32_t n_mat, const float *x,
+                                   int64_t n_in, int64_t n_tokens);
 int ob_context_set_matmul_observer(ob_context *ctx, ob_matmul_observer fn, void *user);
 
 /* ======================================================================

@@ -91,6 +91,8 @@ CASES = [
     ("qwen3moe", "qwen3moe", {"head_dim": 32, "n_expert": 8, "top_k": 2}),
     ("qwen2moe", "qwen2moe", {"n_expert": 8, "top_k": 2, "shared": 64}),
     ("mixtral", "mixtral", {"n_expert": 4, "top_k": 2}),
+    # The five cases below have not been run yet (written when no device time
+    # was left): run them with --only and check their configs' asserts.
     # Granite: llama plus embedding, residual, attention and logit multipliers
     ("granite", "granite", {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
                             "attention_multiplier": 0.1, "logits_scaling": 2.0}),

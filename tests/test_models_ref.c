@@ -26,6 +26,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert/convert.h"
@@ -492,6 +493,91 @@ static void run_case(const ref_case *c) {
         unlink(out);
     }
     free(f32.logits);
+    free(fx.logits);
+}
+
+/* Granite with embedding and residual multipliers 1, attention multiplier
+ * 1/sqrt(head_dim) and logits_scaling 2 is Llama with its logits halved: the
+ * llama fixture's checkpoint under a Granite config.json must give
+ * transformers' Llama logits / 2 (checks the Granite mapping, the q/k
+ * permutation, the attention and logit scales; not the embedding and
+ * residual multipliers, which need a Granite reference). */
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    bool ok = a && b;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+TEST(granite_as_llama) {
+    fixture fx;
+    if (!load_fixture(&CASES[0], &fx)) {
+        free(fx.logits);
+        return;
+    }
+    char dir[256], from[1200], to[1200], out[300];
+    snprintf(dir, sizeof dir, "/tmp/ob_models_ref_%d_granite", (int)getpid());
+    CHECK(mkdir(dir, 0755) == 0);
+    static const char *files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < OB_ARRAY_LEN(files); i++) {
+        snprintf(from, sizeof from, "%s/%s", fx.dir, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        CHECK_MSG(copy_file(from, to), "copy %s", files[i]);
+    }
+    snprintf(from, sizeof from, "%s/config.json", fx.dir);
+    json_t *cfg = json_load_file(from, 0, NULL);
+    CHECK(cfg != NULL);
+    json_object_set_new(cfg, "architectures", json_pack("[s]", "GraniteForCausalLM"));
+    json_object_set_new(cfg, "model_type", json_string("granite"));
+    json_object_set_new(cfg, "embedding_multiplier", json_real(1.0));
+    json_object_set_new(cfg, "residual_multiplier", json_real(1.0));
+    json_object_set_new(cfg, "attention_multiplier", json_real(0.25)); /* 1/sqrt(16) */
+    json_object_set_new(cfg, "logits_scaling", json_real(2.0));
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    CHECK(cfg && json_dump_file(cfg, to, 0) == 0);
+    json_decref(cfg);
+
+    snprintf(out, sizeof out, "%s.gguf", dir);
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    int rc = ob_convert_hf(dir, out, &o);
+    CHECK_MSG(rc == 0, "convert: %s", ob_last_error());
+    if (rc == 0) {
+        ob_gguf *g = NULL;
+        CHECK_OK(ob_gguf_open(out, &g));
+        const char *arch = NULL;
+        float f = 0;
+        if (g) {
+            CHECK_OK(ob_gguf_get_str(g, "general.architecture", &arch));
+            CHECK_EQ_STR(arch, "granite");
+            CHECK_OK(ob_gguf_get_f32(g, "granite.logit_scale", &f));
+            CHECK(f == 2.0f);
+            CHECK_OK(ob_gguf_get_f32(g, "granite.attention.scale", &f));
+            CHECK(f == 0.25f);
+            ob_gguf_free(g);
+        }
+        run_out r;
+        memset(&r, 0, sizeof r);
+        if (run_engine(out, &fx, &r)) {
+            for (size_t i = 0; i < (size_t)N_PROMPT * (size_t)fx.n_vocab; i++) r.logits[i] *= 2.0f;
+            const ref_case gc = {"granite_as_llama", "granite", 16, false, false, false, true, NULL, 0, 2, NULL};
+            compare(&gc, &fx, OB_TYPE_F32, &r, NULL);
+        }
+        free(r.logits);
+        unlink(out);
+    }
+    for (size_t i = 0; i < OB_ARRAY_LEN(files); i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        unlink(to);
+    }
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    unlink(to);
+    rmdir(dir);
     free(fx.logits);
 }
 

@@ -5,8 +5,9 @@
  * result is written in llama.cpp's GGUF imatrix layout
  * (src/quant/imatrix.h), so `1bit quantize --imatrix` and llama-quantize
  * both read it. The activations come from the engine's matmul observer
- * (ob_context_set_matmul_observer); the output matrix is skipped unless
- * --process-output, as llama-imatrix does.
+ * (ob_context_set_matmul_observer), per expert for stacked expert tensors;
+ * the output matrix is skipped unless --process-output, as llama-imatrix
+ * does.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,14 +31,15 @@ typedef struct im_state {
     ob_kl_acc acc;
 } im_state;
 
-static void observe(void *user, const char *name, const float *x, int64_t n_in, int64_t n) {
+static void observe(void *user, const char *name, int32_t mat, int32_t n_mat, const float *x, int64_t n_in,
+                    int64_t n) {
     im_state *s = user;
     if (s->rc < 0) return;
     if (!s->process_output && !strcmp(name, "output.weight")) return;
     if (!strcmp(name, "token_embd.weight") && !s->process_output) return; /* tied output */
     ob_imatrix_entry *e = NULL;
-    s->rc = ob_imatrix_entry_get(s->im, name, n_in, 1, &e);
-    if (s->rc == 0) ob_imatrix_entry_add(e, 0, x, n);
+    s->rc = ob_imatrix_entry_get(s->im, name, n_in, n_mat, &e);
+    if (s->rc == 0) ob_imatrix_entry_add(e, mat, x, n);
 }
 
 static void score(void *user, int32_t i, const float *logits) {

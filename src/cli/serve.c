@@ -54,6 +54,7 @@ typedef enum opt_id {
     O_HF_REPO, O_HF_FILE, O_HF_TOKEN, O_TEMPLATE_KWARGS,
     O_SPEC_TYPE, O_DRAFT_MODEL, O_DRAFT_N_MAX, O_DRAFT_N_MIN, O_DRAFT_P_MIN, O_SPEC_NGRAM,
     O_EMBEDDINGS, O_POOLING,
+    O_ROUTER, O_ROUTE_POLICY, O_ROUTE_MIN_CONF,
 } opt_id;
 
 typedef struct opt {
@@ -120,6 +121,9 @@ static const opt g_opts[] = {
     {"--slots", NOVAL, SET, O_NONE, "/slots is always on"},
     {"--embeddings|--embedding", NOVAL, SET, O_EMBEDDINGS, "also serve POST /v1/embeddings (llama, qwen2, qwen3)"},
     {"--pooling", VAL, SET, O_POOLING, "embeddings pooling: mean, cls or last (default: the model's, else last)"},
+    {"--router", NOVAL, SET, O_ROUTER, "route chat requests by class (code/prose/short/long) through the policy (docs/router.md)"},
+    {"--route-policy", VAL, SET, O_ROUTE_POLICY, "route policy JSON: class -> target (drafter, draft length); implies --router"},
+    {"--route-min-conf", VAL, SET, O_ROUTE_MIN_CONF, "below this router confidence the default target is used (default: the policy's, else 0)"},
     /* accepted with a warning: cannot change an answer */
     {"--context-shift", NOVAL, WARN, O_CONTEXT_SHIFT,
      "context shift is not implemented: an answer that reaches the context size ends with finish_reason \"length\""},
@@ -458,6 +462,9 @@ int ob_cmd_serve(int argc, char **argv) {
         case O_DRAFT_P_MIN: if ((ret = parse_float(a, v, 0, 1, &d)) == 0) p.engine.spec.p_min = (float)d; break;
         case O_SPEC_NGRAM: if ((ret = parse_int(a, v, 1, 64, &x)) == 0) p.engine.spec.ngram_max = (int32_t)x; break;
         case O_EMBEDDINGS: p.embeddings = true; break;
+        case O_ROUTER: p.router = true; break;
+        case O_ROUTE_POLICY: p.route_policy = v, p.router = true; break;
+        case O_ROUTE_MIN_CONF: if ((ret = parse_float(a, v, 0, 1, &d)) == 0) p.route_min_conf = (float)d; break;
         case O_POOLING:
             if ((p.pooling = ob_srv_pooling_parse(v)) < 0 || p.pooling == OB_SRV_POOL_RANK)
                 ret = ob_cli_fail(0, "serve: --pooling must be none, mean, cls or last");

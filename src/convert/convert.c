@@ -418,7 +418,8 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
     if (s == S_FFN_GATE_INP_SHEXP) p.n_dims = 1; /* [1, n_embd] -> [n_embd], as llama.cpp writes it */
     /* llama.cpp undoes HF's rotate_half layout only for the `llama` arch;
      * Qwen models keep it and use NeoX RoPE. */
-    if (cfg->arch == OB_HF_LLAMA || cfg->arch == OB_HF_MISTRAL || cfg->arch == OB_HF_MIXTRAL) {
+    if (cfg->arch == OB_HF_LLAMA || cfg->arch == OB_HF_MISTRAL || cfg->arch == OB_HF_MIXTRAL ||
+        cfg->arch == OB_HF_GRANITE) {
         if (s == S_ATTN_Q || s == S_ATTN_Q_B) p.permute_heads = cfg->n_head;
         if (s == S_ATTN_K || s == S_ATTN_K_B) p.permute_heads = cfg->n_head_kv;
     }
@@ -751,6 +752,12 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
          * (qwen2moe: no; qwen3moe, llama: yes); a config that differs says so */
         if (cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE))
             OB_TRY(ob_gguf_writer_set_bool(w, KEY("expert_weights_norm"), cfg->expert_norm));
+    }
+    if (cfg->arch == OB_HF_GRANITE) {
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("embedding_scale"), (float)cfg->granite_embd));
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("residual_scale"), (float)cfg->granite_resid));
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("attention.scale"), (float)cfg->granite_attn));
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("logit_scale"), (float)cfg->granite_logit));
     }
     if (cfg->longrope) {
         OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), (float)cfg->longrope_attn_factor));

@@ -129,11 +129,15 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "MixtralForCausalLM")) {
         cfg->arch = OB_HF_MIXTRAL;
         cfg->gguf_arch = "llama";
+    } else if (!strcmp(a, "GraniteForCausalLM")) {
+        cfg->arch = OB_HF_GRANITE;
+        cfg->gguf_arch = "granite";
     } else {
         return ob_err(OB_ERR_UNSUPPORTED,
                       "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
                       "Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                      "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM are)",
+                      "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
+                      "GraniteForCausalLM are)",
                       c->path, a);
     }
     return 0;
@@ -416,6 +420,21 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
                 return ob_err(OB_ERR_UNSUPPORTED, "%s: dense layers among the MoE layers (decoder_sparse_step, "
                               "mlp_only_layers) are not supported", c->path);
         }
+    }
+
+    if (cfg->arch == OB_HF_GRANITE) {
+        static const char *const keys[] = {"embedding_multiplier", "residual_multiplier", "attention_multiplier",
+                                           "logits_scaling"};
+        double *dst[] = {&cfg->granite_embd, &cfg->granite_resid, &cfg->granite_attn, &cfg->granite_logit};
+        for (size_t i = 0; i < OB_ARRAY_LEN(keys); i++) {
+            json_t *v = cget(c, keys[i]);
+            if (v && !json_is_number(v)) return ob_err(OB_ERR_FORMAT, "%s: key '%s' is not a number", c->path, keys[i]);
+            *dst[i] = v ? json_number_value(v) : 1.0; /* transformers' defaults */
+            if (!(*dst[i] > 0)) return ob_err(OB_ERR_FORMAT, "%s: %s must be > 0", c->path, keys[i]);
+        }
+        json_t *ab = cget(c, "attention_bias"), *mb = cget(c, "mlp_bias");
+        if (json_is_true(ab) || json_is_true(mb))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: Granite with attention_bias or mlp_bias is not supported", c->path);
     }
 
     cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;

@@ -24,6 +24,7 @@ typedef enum ob_hf_arch {
     OB_HF_QWEN3MOE, /* Qwen3 attention, mixture of experts (top-k renormalised) */
     OB_HF_QWEN2MOE, /* Qwen2 attention, experts (not renormalised) + a sigmoid-gated shared expert */
     OB_HF_MIXTRAL,  /* written as `llama` with experts, like llama.cpp */
+    OB_HF_GRANITE,  /* llama layout + embedding/residual/attention/logit multipliers */
 } ob_hf_arch;
 
 typedef enum ob_hf_rope_scaling {
@@ -65,6 +66,9 @@ typedef struct ob_hf_config {
     /* mixture of experts; n_expert == 0 for dense models */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;       /* renormalise the top-k weights to sum 1 */
+
+    /* granite: embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling */
+    double granite_embd, granite_resid, granite_attn, granite_logit;
 
     /* bos/eos ids from config.json, the fallback when the tokenizer files
      * name none; -1 when absent. */

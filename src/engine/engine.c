@@ -309,6 +309,7 @@ int ob_context_set_matmul_observer(ob_context *c, ob_matmul_observer fn, void *u
     if (!c->hook) OB_TRY(ob_matmul_hook_create(c->backend, &c->hook));
     c->hook->obs = fn;
     c->hook->obs_user = user;
+    c->hook->gguf = c->model->gguf;
     return 0;
 }
 

@@ -12,7 +12,20 @@
 static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
     ob_matmul_hook *h = (ob_matmul_hook *)(void *)b->ops;
     const int64_t nin = x->ne[0], n = x->ne[1];
-    if (h->obs && w->name && x->type == OB_TYPE_F32) h->obs(h->obs_user, w->name, (const float *)x->data, nin, n);
+    if (h->obs && w->name && x->type == OB_TYPE_F32) {
+        /* an expert is a view into its stacked tensor: its offset says which */
+        int32_t mat = 0, n_mat = 1;
+        const ob_gguf_tensor *t = h->gguf ? ob_gguf_find_tensor(h->gguf, w->name) : NULL;
+        if (t && t->n_dims == 3 && t->ne[2] > 1 && w->data >= t->data) {
+            size_t per = t->nbytes / (size_t)t->ne[2];
+            size_t off = (size_t)((const char *)w->data - (const char *)t->data);
+            if (off < t->nbytes) {
+                mat = (int32_t)(off / per);
+                n_mat = (int32_t)t->ne[2];
+            }
+        }
+        h->obs(h->obs_user, w->name, mat, n_mat, (const float *)x->data, nin, n);
+    }
     const bool proj = w->name && x->type == OB_TYPE_F32 && ob_hadamard_applies(w->name, w->ne[0]);
     const bool rot = h->rotate && proj;
     const bool sim = h->act_sim >= 0 && proj;

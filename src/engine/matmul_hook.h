@@ -23,12 +23,14 @@
 #include <stdint.h>
 
 #include "../backend/backend.h"
+#include "../gguf/gguf.h"
 #include "onebit.h"
 
 typedef struct ob_matmul_hook {
     ob_backend_ops ops;          /* first member: b->ops points here while entered */
     const ob_backend_ops *inner; /* the backend's own table */
     ob_matmul_observer obs;      /* NULL: none */
+    const ob_gguf *gguf;         /* the model's file: finds the expert index of a weight view */
     void *obs_user;
     bool rotate;                 /* rotate inputs of rotated weights */
     uint32_t seed;

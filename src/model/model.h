@@ -38,6 +38,7 @@ typedef struct ob_hparams {
     int64_t swa_window;     /* window of the local layers; the engine's sliding_window stays 0 */
     int64_t swa_pattern;    /* layer il is local when il % swa_pattern < swa_pattern - 1 */
     ob_rope_params rope_swa; /* RoPE of the local layers (gemma3: its own base, unscaled) */
+    float embd_scale, resid_scale, logit_scale; /* granite's multipliers (1 elsewhere) */
     /* mixture of experts (moe.c); n_expert == 0 for dense models */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;       /* renormalise the top-k routing weights to sum 1 */

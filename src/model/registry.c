@@ -10,12 +10,12 @@
 #include "model.h"
 
 extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3, ob_arch_gemma, ob_arch_gemma2, ob_arch_gemma3,
-    ob_arch_phi2, ob_arch_phi3, ob_arch_qwen3moe, ob_arch_qwen2moe;
+    ob_arch_phi2, ob_arch_phi3, ob_arch_qwen3moe, ob_arch_qwen2moe, ob_arch_granite;
 
 /* `llama` files with experts (Mixtral) are handed to moe.c by llama.c's loader. */
 static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_arch_qwen3,    &ob_arch_gemma,
                                          &ob_arch_gemma2, &ob_arch_gemma3, &ob_arch_phi2,     &ob_arch_phi3,
-                                         &ob_arch_qwen3moe, &ob_arch_qwen2moe};
+                                         &ob_arch_qwen3moe, &ob_arch_qwen2moe, &ob_arch_granite};
 
 const ob_arch *ob_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)

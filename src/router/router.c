@@ -132,6 +132,8 @@ static int is_user_role(const char *role) {
                       strcmp(role, "developer") == 0 || strcmp(role, "tool") == 0);
 }
 
+bool ob_route_msg_is_user(const ob_route_msg *m) { return is_user_role(m->role) != 0; }
+
 static size_t utf8_count(const char *p, size_t n) {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += ((unsigned char)p[i] & 0xC0) != 0x80;

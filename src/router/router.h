@@ -19,6 +19,7 @@
 #ifndef OB_ROUTER_H
 #define OB_ROUTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,9 @@ typedef struct ob_route_msg {
     const char *content;
     size_t len;
 } ob_route_msg;
+
+/* True for a message whose content counts as the user's (the rule above). */
+bool ob_route_msg_is_user(const ob_route_msg *m);
 
 typedef struct ob_route_result {
     ob_route_class cls;

@@ -72,6 +72,7 @@ typedef struct conn {
     char url[128];
     double t0;
     unsigned status;
+    char route[192];       /* X-1bit-Route value, or "" (ob_srv_set_route_header) */
 } conn;
 
 static _Thread_local conn *tl_conn; /* the request this connection thread is answering */
@@ -93,6 +94,14 @@ void ob_srv_count_status(ob_server *s, unsigned status) {
 void ob_srv_add_headers(struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     MHD_add_response_header(r, "Server", "1bit");
+    if (tl_conn && tl_conn->route[0]) {
+        MHD_add_response_header(r, "X-1bit-Route", tl_conn->route);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-1bit-Route");
+    }
+}
+
+void ob_srv_set_route_header(const char *value) {
+    if (tl_conn) snprintf(tl_conn->route, sizeof tl_conn->route, "%s", value);
 }
 
 char *ob_srv_dumps(const json_t *v) { return json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9)); }

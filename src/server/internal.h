@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "../router/service.h"
 #include "buf.h"
 #include "onebit.h"
 #include "request.h"
@@ -70,6 +71,7 @@ struct ob_server {
     bool embeddings;              /* --embeddings: embd_ctx exists once ready */
     int pooling;                  /* requested (-1: the model's), then the one in use once ready */
     ob_context *embd_ctx;         /* one sequence, embeddings on; used under embd_lock */
+    ob_route_service *router;     /* classifies chat requests; with --router also routes them (docs/router.md) */
     pthread_mutex_t embd_lock;
     char model_id[256];           /* the name /v1/models reports */
     int32_t n_ctx, n_vocab;
@@ -87,6 +89,9 @@ enum MHD_Result ob_srv_send_error(ob_server *s, struct MHD_Connection *c, const 
 enum MHD_Result ob_srv_send_text(ob_server *s, struct MHD_Connection *c, unsigned status, const char *content_type,
                                  const char *text, size_t len);
 void ob_srv_add_headers(struct MHD_Response *r);
+/* Every response to the request this thread is answering carries
+ * `X-1bit-Route: value` (--router; copied, truncated to 191 bytes). */
+void ob_srv_set_route_header(const char *value);
 void ob_srv_count_status(ob_server *s, unsigned status);
 /* JSON text of an error in OpenAI's shape (allocated by jansson: free()). */
 char *ob_srv_error_json(const ob_srv_error *e);
@@ -178,6 +183,8 @@ typedef struct ob_srv_job {
     bool think_opened;          /* the rendered chat prompt ended inside <think> */
     ob_tc_format tc_format;     /* tool-call format the chat template teaches */
     bool usage_sent, done_sent; /* streaming bookkeeping */
+    bool routed;                /* --router: choices take route's target settings */
+    ob_route_decision route;    /* the router's decision (chat requests) */
 } ob_srv_job;
 
 /* Validate the model name, render and tokenize the prompts, and submit one

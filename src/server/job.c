@@ -20,9 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
-#include "../router/router.h"
 #include "internal.h"
 
 /* ---------------- prompt preparation ---------------- */
@@ -120,6 +120,25 @@ static int prompt_text(ob_srv_job *j, int p, const ob_token *ids, int32_t n, ob_
     return j->prompt_text[p] ? 0 : ob_srv_fail(e, OB_ERR_OOM, 500, "server_error", "out_of_memory", NULL, "out of memory");
 }
 
+/* Issue 12 (docs/router.md): decide the chat request's class, once per
+ * conversation; with --router, name the route in the X-1bit-Route header,
+ * log it, and remember it so every choice is submitted with its target's
+ * settings. Never fails the request. */
+static void route(ob_srv_job *j) {
+    ob_server *s = j->srv;
+    if (!s->router) return;
+    ob_route_service_decide(s->router, j->req.chat_context, j->req.chat_context_len, &j->route);
+    char hdr[192];
+    if (ob_route_service_header(s->router, &j->route, hdr, sizeof hdr) < 0) hdr[0] = '\0';
+    if (!ob_route_service_applies(s->router)) {
+        OB_LOGD("route: %s (%.1f us; not applied without --router)", hdr, j->route.seconds * 1e6);
+        return;
+    }
+    j->routed = true;
+    ob_srv_set_route_header(hdr);
+    if (!s->quiet) OB_LOGI("route: %s (%.1f us)", hdr, j->route.seconds * 1e6);
+}
+
 int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv_error *e) {
     *out = NULL;
     ob_srv_job *j = ob_calloc(1, sizeof *j);
@@ -137,8 +156,7 @@ int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv
         rc = ob_srv_fail(e, OB_ERR_NOT_FOUND, 404, "invalid_request_error", "model_not_found", "model",
                          "the model '%s' does not exist here; this server serves '%s'", j->req.model, s->model_id);
 
-    if (rc == 0 && j->req.api == OB_SRV_CHAT) /* issue 12: count the class (docs/router.md) */
-        ob_router_observe(j->req.chat_context, j->req.chat_context_len);
+    if (rc == 0 && j->req.api == OB_SRV_CHAT) route(j);
     if (rc == 0 && j->req.api == OB_SRV_CHAT) {
         char *text = NULL;
         size_t tl = 0;
@@ -194,6 +212,7 @@ int ob_srv_job_start(ob_server *s, ob_srv_request *req, ob_srv_job **out, ob_srv
         ob_tc_stream_init(&c->tc, j->tc_format);
         ob_gen_params g = j->req.gen;
         g.sampling.seed = seed + (uint64_t)i;
+        if (j->routed) ob_route_service_apply(s->router, &j->route, &g);
         if ((rc = ob_detokenizer_create(s->model, true, &c->detok)) < 0) {
             ob_srv_token_error(rc, "detokenizer", e);
             break;

@@ -163,6 +163,49 @@ static void metric(ob_buf *b, const char *name, const char *type, const char *he
     ob_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
+/* The router's counters (issue 12, docs/router.md): decisions per class,
+ * requests per target (with --router), cache hits, threshold fallbacks and
+ * a histogram of the time a decision takes. */
+static void route_metrics(ob_server *s, ob_buf *b) {
+    ob_route_stats rs;
+    ob_route_service_stats(s->router, &rs);
+    metric(b, "onebit_route_enabled", "gauge", "1 when --router applies the route policy.", ob_route_service_applies(s->router));
+    ob_buf_printf(b, "# HELP onebit_route_decisions_total Chat requests by router class.\n"
+                     "# TYPE onebit_route_decisions_total counter\n");
+    for (int k = 0; k <= OB_ROUTE_N; k++)
+        ob_buf_printf(b, "onebit_route_decisions_total{class=\"%s\"} %llu\n",
+                      k < OB_ROUTE_N ? ob_route_class_name((ob_route_class)k) : "unclassified",
+                      (unsigned long long)rs.decisions[k]);
+    if (ob_route_service_applies(s->router)) {
+        const ob_route_policy *pol = ob_route_service_policy(s->router);
+        ob_buf_printf(b, "# HELP onebit_route_target_requests_total Chat requests by the route policy's target.\n"
+                         "# TYPE onebit_route_target_requests_total counter\n");
+        for (int t = 0; t < pol->n_targets; t++)
+            ob_buf_printf(b, "onebit_route_target_requests_total{target=\"%s\"} %llu\n", pol->targets[t].name,
+                          (unsigned long long)rs.by_target[t]);
+    }
+    metric(b, "onebit_route_classified_total", "counter", "Router classifier runs (conversations seen first).",
+           (double)rs.classified);
+    metric(b, "onebit_route_cache_hits_total", "counter", "Decisions reused from an earlier turn of the conversation.",
+           (double)rs.cache_hits);
+    metric(b, "onebit_route_below_min_conf_total", "counter", "Decisions under --route-min-conf (default target).",
+           (double)rs.below_min_conf);
+    metric(b, "onebit_route_min_conf", "gauge", "The confidence threshold in use.", ob_route_service_min_conf(s->router));
+    ob_buf_printf(b, "# HELP onebit_route_decision_seconds Time a routing decision takes (parse, cache, classifier).\n"
+                     "# TYPE onebit_route_decision_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int k = 0; k <= OB_ROUTE_LAT_BUCKETS; k++) {
+        cum += rs.lat_count[k];
+        if (k < OB_ROUTE_LAT_BUCKETS)
+            ob_buf_printf(b, "onebit_route_decision_seconds_bucket{le=\"%g\"} %llu\n", ob_route_lat_bounds[k],
+                          (unsigned long long)cum);
+        else
+            ob_buf_printf(b, "onebit_route_decision_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    ob_buf_printf(b, "onebit_route_decision_seconds_sum %.9g\nonebit_route_decision_seconds_count %llu\n", rs.lat_sum,
+                  (unsigned long long)cum);
+}
+
 /* Prometheus text format. Always on (llama-server needs --metrics; we
  * accept that flag and ignore it). The llamacpp: names are llama-server's,
  * for dashboards built on it. */
@@ -205,6 +248,7 @@ enum MHD_Result ob_srv_metrics(ob_server *s, struct MHD_Connection *c, const cha
     metric(&b, "onebit_kv_usage_ratio", "gauge", "KV cache pages in use / total.", kv_ratio);
     metric(&b, "onebit_steps_total", "counter", "Engine steps (batches).", (double)st.steps);
     metric(&b, "onebit_preemptions_total", "counter", "Requests preempted for KV space and recomputed.", (double)st.preemptions);
+    if (s->router) route_metrics(s, &b);
     metric(&b, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", (double)st.tokens_prompt);
     metric(&b, "llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", (double)st.tokens_generated);
     metric(&b, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", pp);

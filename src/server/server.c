@@ -43,6 +43,7 @@ void ob_server_default_params(ob_server_params *p) {
     p->max_body = (size_t)8 << 20;
     p->timeout_s = 600;
     p->pooling = -1;
+    p->route_min_conf = -1.0f;
     ob_srv_defaults_init(&p->defaults);
 }
 
@@ -319,6 +320,13 @@ int ob_server_start(const ob_server_params *p, ob_server **out) {
             snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : s->model_path);
         }
     }
+    if (rc == 0) { /* issue 12: every chat request is classified; --router also applies the policy */
+        ob_route_service_params rp = {.apply = p->router, .policy_path = p->route_policy, .min_conf = p->route_min_conf};
+        rp.caps.device = s->device;
+        rp.caps.spec_type = s->engine_params.spec.type;
+        rp.caps.spec_n_max = s->engine_params.spec.n_max;
+        rc = ob_route_service_create(&rp, &s->router);
+    }
     if (rc == 0) rc = bind_socket(s->host, p->port, &s->listen_fd, &s->port);
     if (rc == 0) {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
@@ -357,6 +365,7 @@ void ob_server_stop(ob_server *s) {
     ob_context_free(s->embd_ctx);
     pthread_mutex_destroy(&s->embd_lock);
     ob_model_free(s->model);
+    ob_route_service_free(s->router);
     for (int i = 0; i < s->n_api_keys; i++) ob_free(s->api_keys[i]);
     ob_free(s->api_keys);
     ob_free(s->model_path);

@@ -47,6 +47,9 @@ typedef struct ob_server_params {
     bool quiet;                  /* no request log lines */
     bool embeddings;             /* serve /v1/embeddings (a second context, one request at a time) */
     int pooling;                 /* OB_SRV_POOL_*; -1: the model's <arch>.pooling_type, else last */
+    bool router;                 /* --router: route chat requests by the policy, X-1bit-Route header (docs/router.md) */
+    const char *route_policy;    /* --route-policy FILE, or NULL: every class keeps the server's settings */
+    float route_min_conf;        /* --route-min-conf; < 0: the policy's min_conf, else 0 */
     /* Called on the loader thread just before the model loads, or NULL.
      * Tests use it to hold the server in its "loading" state. */
     void (*before_load)(void *user);

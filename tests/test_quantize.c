@@ -370,6 +370,9 @@ TEST(metadata_alignment_overrides_leave_output) {
     }
     ob_gguf_free(g);
     ob_gguf_free(gi);
+    /* the output may not be the input (it is mapped while the output is written) */
+    CHECK_EQ_INT(ob_quantize_file(src, src, ob_ftype_find("Q8_0"), &p, NULL), OB_ERR_INVALID_ARG);
+    CHECK(access(src, R_OK) == 0);
     /* a bad pattern is an error naming it */
     ov[0].pattern = "attn_(k";
     CHECK_EQ_INT(ob_quantize_file(src, out, ob_ftype_find("Q4_0"), &p, NULL), OB_ERR_INVALID_ARG);
@@ -542,6 +545,24 @@ TEST(stories260K_types) {
         ob_free(q);
     }
     ob_free(ref);
+    /* rows of 64 and 172: the fallbacks llama.cpp uses (checked byte for byte against it) */
+    const struct { const char *mix; ob_type q, down; } fb[] = {
+        {"Q2_K", OB_TYPE_Q4_0, OB_TYPE_F16},   {"Q3_K_S", OB_TYPE_Q4_0, OB_TYPE_F16},
+        {"Q4_K_M", OB_TYPE_Q5_0, OB_TYPE_F16}, {"Q5_K_S", OB_TYPE_Q5_1, OB_TYPE_F16},
+        {"Q6_K", OB_TYPE_Q8_0, OB_TYPE_F16},   {"IQ4_XS", OB_TYPE_IQ4_NL, OB_TYPE_F16},
+        {"TQ1_0", OB_TYPE_Q4_0, OB_TYPE_F16},
+    };
+    for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++) {
+        const char *out = tmp("fallback.gguf");
+        CHECK_OK(quantize(src, out, fb[i].mix, NULL));
+        ob_gguf *g = NULL;
+        CHECK_OK(ob_gguf_open(out, &g));
+        if (!g) continue;
+        CHECK_MSG(type_of(g, "blk.0.attn_q.weight") == fb[i].q, "%s", fb[i].mix);
+        CHECK_MSG(type_of(g, "blk.0.ffn_down.weight") == fb[i].down, "%s", fb[i].mix);
+        CHECK_MSG(type_of(g, "output.weight") == OB_TYPE_Q8_0, "%s", fb[i].mix); /* 64 % 256: Q8_0 */
+        ob_gguf_free(g);
+    }
 }
 
 /* The transformers fixtures: converted to F32 here, then quantized. */
@@ -672,7 +693,8 @@ TEST(kld_cli_save_and_compare) {
  * are small: weighted error below the reference quantizer's, plain error
  * still comparable. */
 TEST(weighted_quantizers) {
-    const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q5_0, OB_TYPE_IQ4_NL, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K};
+    const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q5_0, OB_TYPE_IQ4_NL, OB_TYPE_Q2_K,
+                             OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K};
     enum { N = 4096 };
     static float x[N], qw[N], y[N];
     static uint8_t q[N * 2];

@@ -14,7 +14,9 @@
  *     same logits;
  *   - the serving engine: concurrent requests with drafts equal plain
  *     decoding, counts of drafted/accepted tokens are reported, a request
- *     can turn drafting off.
+ *     can turn drafting off, seeded sampling repeats with logprobs, a pool
+ *     too small for the drafts still gives the same tokens;
+ *   - HTTP: the request fields that turn drafting off and the timings keys.
  */
 #include <math.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "core/status.h"
 #include "engine/spec.h"
 #include "onebit.h"
+#include "server/internal.h"
 #include "test.h"
 
 #ifndef OB_SOURCE_DIR
@@ -155,19 +158,23 @@ TEST(ngram_draft) {
     int32_t n = ob_spec_ngram_draft(a, 14, 1, 3, 4, out);
     CHECK_EQ_INT(n, 4);
     CHECK(out[0] == 7 && out[1] == 8 && out[2] == 1 && out[3] == 2);
-    /* capped by n_max, and by the end of the text */
+    /* n_max tokens; past the end of the text the copy continues the pattern (period 3 here) */
     CHECK_EQ_INT(ob_spec_ngram_draft(a, 14, 1, 3, 2, out), 2);
     const ob_token b[] = {1, 2, 3, 1, 2};
-    CHECK_EQ_INT(ob_spec_ngram_draft(b, 5, 1, 3, 8, out), 3);
-    CHECK(out[0] == 3 && out[1] == 1 && out[2] == 2);
+    CHECK_EQ_INT(ob_spec_ngram_draft(b, 5, 1, 3, 8, out), 8);
+    const ob_token b_want[] = {3, 1, 2, 3, 1, 2, 3, 1};
+    CHECK(memcmp(out, b_want, sizeof b_want) == 0);
+    const ob_token r[] = {7, 5, 5, 5, 5};
+    CHECK_EQ_INT(ob_spec_ngram_draft(r, 5, 1, 3, 4, out), 4); /* a run goes on */
+    CHECK(out[0] == 5 && out[1] == 5 && out[2] == 5 && out[3] == 5);
     /* no match at any length: nothing */
     const ob_token c[] = {1, 2, 3, 4};
     CHECK_EQ_INT(ob_spec_ngram_draft(c, 4, 1, 3, 8, out), 0);
     /* only a shorter suffix matches when ngram_min allows it */
     const ob_token d[] = {4, 6, 9, 5, 6};
     CHECK_EQ_INT(ob_spec_ngram_draft(d, 5, 2, 3, 8, out), 0);
-    CHECK_EQ_INT(ob_spec_ngram_draft(d, 5, 1, 3, 8, out), 3);
-    CHECK(out[0] == 9);
+    CHECK_EQ_INT(ob_spec_ngram_draft(d, 5, 1, 3, 8, out), 8);
+    CHECK(out[0] == 9 && out[1] == 5 && out[2] == 6 && out[3] == 9);
     CHECK_EQ_INT(ob_spec_ngram_draft(d, 1, 1, 3, 8, out), 0);
 }
 
@@ -632,6 +639,43 @@ TEST(engine_greedy_with_drafts) {
     }
 }
 
+/* Sampling with drafts in the engine: seeded requests repeat exactly,
+ * logprobs come from the target's logits at each kept position. */
+TEST(engine_sampling_with_drafts) {
+    NEED_STORIES();
+    ob_engine *e = new_engine(OB_SPEC_NGRAM, NULL, 2);
+    CHECK(e != NULL);
+    if (!e) return;
+    ob_token pt[64];
+    int32_t np = tokenize(g_stories, "Tom had a red ball. Tom had a red ball. Tom had a", pt, 64);
+    ob_gen_params g = ob_gen_default_params();
+    g.sampling.temperature = 0.8f;
+    g.sampling.seed = 7;
+    g.max_tokens = 40;
+    g.ignore_eos = true;
+    g.top_logprobs = 3;
+    ob_token first[40];
+    for (int run = 0; run < 2; run++) {
+        ob_request *r = NULL;
+        CHECK(ob_engine_submit(e, pt, np, &g, &r) == 0);
+        ob_event ev;
+        int n = 0;
+        bool lp_ok = true;
+        while (ob_request_wait(r, &ev, 60000) == 0 && ev.type == OB_EVENT_TOKEN) {
+            if (n < 40 && run == 0) first[n] = ev.token;
+            if (n < 40 && run == 1 && first[n] != ev.token) lp_ok = false;
+            if (!(ev.logprob <= 0 && ev.n_top == 3 && ev.top[0].logprob >= ev.logprob)) lp_ok = false;
+            n++;
+        }
+        CHECK_EQ_INT(ev.type, OB_EVENT_DONE);
+        CHECK_EQ_INT(n, 40);
+        CHECK_MSG(lp_ok, "run %d: a logprob is off, or the seeded run differs", run);
+        CHECK(ev.n_drafted > 0 && ev.n_draft_accepted <= ev.n_drafted);
+        ob_request_free(r);
+    }
+    ob_engine_free(e);
+}
+
 /* A pool too small for the drafts: the engine decodes without them (or
  * preempts) and the answer is still plain decoding's. */
 TEST(engine_small_pool) {
@@ -673,6 +717,59 @@ TEST(engine_small_pool) {
     ob_engine_get_stats(e, &st);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
     ob_engine_free(e);
+}
+
+/* ---------------- HTTP wiring ---------------- */
+
+/* A request turns drafting off with "speculative": false or a draft length
+ * of 0, or lowers it; timings report draft_n / draft_n_accepted when
+ * something was drafted, as llama-server does. */
+TEST(server_request_and_timings) {
+    ob_srv_defaults d;
+    ob_srv_defaults_init(&d);
+    static const struct {
+        const char *body;
+        bool off;
+        int32_t n_max;
+    } cases[] = {
+        {"{\"prompt\":\"x\"}", false, 0},
+        {"{\"prompt\":\"x\",\"speculative\":false}", true, 0},
+        {"{\"prompt\":\"x\",\"speculative\":true}", false, 0},
+        {"{\"prompt\":\"x\",\"speculative.n_max\":0}", true, 0},
+        {"{\"prompt\":\"x\",\"speculative.n_max\":3}", false, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ob_srv_request r;
+        ob_srv_error err;
+        int rc = ob_srv_request_parse(OB_SRV_NATIVE, cases[i].body, strlen(cases[i].body), &d, &r, &err);
+        CHECK_MSG(rc == 0, "%s: %s", cases[i].body, err.message);
+        if (rc) continue;
+        CHECK_MSG(r.gen.no_speculative == cases[i].off && r.gen.spec_n_max == cases[i].n_max, "%s", cases[i].body);
+        ob_srv_request_free(&r);
+    }
+    ob_srv_request r;
+    ob_srv_error err;
+    const char *bad = "{\"prompt\":\"x\",\"speculative\":3}";
+    CHECK(ob_srv_request_parse(OB_SRV_NATIVE, bad, strlen(bad), &d, &r, &err) < 0);
+    CHECK_EQ_INT(err.http, 400);
+
+    ob_srv_choice ch[2];
+    memset(ch, 0, sizeof ch);
+    for (int i = 0; i < 2; i++) {
+        ch[i].finished = true;
+        ch[i].done.n_generated = 10;
+        ch[i].n_tokens = 10;
+    }
+    const ob_srv_choice *chs[2] = {&ch[0], &ch[1]};
+    json_t *t = ob_srv_timings_json(chs, 2);
+    CHECK(t && !json_object_get(t, "draft_n")); /* nothing drafted: no keys */
+    json_decref(t);
+    ch[0].done.n_drafted = 7, ch[0].done.n_draft_accepted = 5;
+    ch[1].done.n_drafted = 3, ch[1].done.n_draft_accepted = 1;
+    t = ob_srv_timings_json(chs, 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(t, "draft_n")), 10);
+    CHECK_EQ_INT(json_integer_value(json_object_get(t, "draft_n_accepted")), 6);
+    json_decref(t);
 }
 
 int main(int argc, char **argv) {

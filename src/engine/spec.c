@@ -198,15 +198,15 @@ int32_t ob_spec_ngram_draft(const ob_token *t, int32_t n, int32_t ngram_min, int
     for (int32_t m = ngram_max; m >= ngram_min && m >= 1; m--) {
         if (m >= n) continue;
         const ob_token *suf = t + n - m;
-        /* the latest earlier occurrence (start j < n - m) that has a token after it */
+        /* the latest earlier occurrence (start j < n - m); what followed it is
+         * copied as LZ77 does, overlapping: past the end of the text the copy
+         * reads its own output, so a pattern of period d = n - m - j goes on
+         * repeating for the whole draft instead of stopping after d tokens */
         for (int32_t j = n - m - 1; j >= 0; j--) {
             if (t[j] != suf[0] || memcmp(t + j, suf, (size_t)m * sizeof(ob_token)) != 0) continue;
-            int32_t from = j + m, k = 0;
-            while (k < n_max && from + k < n) {
-                out[k] = t[from + k];
-                k++;
-            }
-            return k;
+            int32_t from = j + m;
+            for (int32_t k = 0; k < n_max; k++) out[k] = from + k < n ? t[from + k] : out[from + k - n];
+            return n_max;
         }
     }
     return 0;

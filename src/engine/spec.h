@@ -31,8 +31,9 @@ double ob_sampler_uniform(ob_sampler *s);
 
 /* Prompt lookup: find the latest earlier place where the last m tokens of
  * tokens[0..n) occurred (m from ngram_max down to ngram_min, the first m
- * with a match wins) and copy up to n_max tokens that followed it into
- * out. Returns how many (0: no match). */
+ * with a match wins) and copy the n_max tokens that followed it into out
+ * (overlapping, as LZ77: a repeating pattern is continued past the end of
+ * the text). Returns how many (0: no match, else n_max). */
 int32_t ob_spec_ngram_draft(const ob_token *tokens, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t n_max,
                             ob_token *out);
 

@@ -9,8 +9,8 @@
  * extreme onto levels near the low end; for each, codes are the nearest
  * levels and d is refitted by weighted least squares; the best fit wins.
  * The K-quants do the same per sub-block (an asymmetric scale + min fit for
- * Q4_K/Q5_K, symmetric for Q6_K), then round the sub-block scales to their
- * 6/8-bit codes and recompute the codes with the stored scales.
+ * Q2_K/Q4_K/Q5_K, symmetric for Q3_K/Q6_K), then round the sub-block scales
+ * to their 4/6/8-bit codes and recompute the codes with the stored scales.
  */
 #include <math.h>
 #include <string.h>
@@ -222,9 +222,90 @@ static void q6_K_weighted(const float *x, const float *qw, ob_block_q6_K *y) {
     }
 }
 
+/* Q2_K/Q3_K's 2-bit planes: element 128h + 32k + l goes to bits 2k of qs[32h + l]. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *g = L + 128 * h + l;
+            qs[32 * h + l] = (uint8_t)(g[0] | g[32] << 2 | g[64] << 4 | g[96] << 6);
+        }
+}
+
+/* Q2_K: 16 sub-blocks of 16, asymmetric 2-bit codes, 4-bit scales and mins. */
+static void q2_K_weighted(const float *x, const float *qw, ob_block_q2_K *y) {
+    double s2 = 0;
+    for (int j = 0; j < OB_QK_K; j++) s2 += (double)x[j] * x[j];
+    const float sigma2 = (float)(s2 / OB_QK_K);
+    float a[16], m[16], w[16], max_a = 0, max_m = 0;
+    for (int s = 0; s < 16; s++) {
+        block_weights(x + 16 * s, qw + 16 * s, sigma2, w, 16);
+        a[s] = asym_fit(x + 16 * s, w, 16, 3, &m[s]);
+        if (a[s] > max_a) max_a = a[s];
+        if (m[s] > max_m) max_m = m[s];
+    }
+    y->d = ob_fp32_to_fp16(max_a / 15);
+    y->dmin = ob_fp32_to_fp16(max_m / 15);
+    const float d = ob_fp16_to_fp32(y->d), dmin = ob_fp16_to_fp32(y->dmin);
+    uint8_t L[OB_QK_K];
+    for (int s = 0; s < 16; s++) {
+        int sc = max_a > 0 ? ob_nearest_int(15 * a[s] / max_a) : 0, mn = max_m > 0 ? ob_nearest_int(15 * m[s] / max_m) : 0;
+        sc = sc < 0 ? 0 : sc > 15 ? 15 : sc;
+        mn = mn < 0 ? 0 : mn > 15 ? 15 : mn;
+        y->scales[s] = (uint8_t)(sc | mn << 4);
+        const float dl = d * sc, ml = dmin * mn;
+        for (int j = 0; j < 16; j++) {
+            int q = dl > 0 ? ob_nearest_int((x[16 * s + j] + ml) / dl) : 0;
+            L[16 * s + j] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+        }
+    }
+    pack_2bit(L, y->qs);
+}
+
+/* Q3_K: 16 sub-blocks of 16, symmetric codes -4..3, 6-bit signed scales. */
+static void q3_K_weighted(const float *x, const float *qw, ob_block_q3_K *y) {
+    double s2 = 0;
+    for (int j = 0; j < OB_QK_K; j++) s2 += (double)x[j] * x[j];
+    const float sigma2 = (float)(2 * s2 / OB_QK_K);
+    const levels L3 = {NULL, -4, 3, 8};
+    float sc[16], w[16], max_abs = 0, max_sc = 0;
+    uint8_t q[16];
+    for (int s = 0; s < 16; s++) {
+        block_weights(x + 16 * s, qw + 16 * s, sigma2, w, 16);
+        sc[s] = block_search(&L3, x + 16 * s, w, q, 16);
+        if (fabsf(sc[s]) > max_abs) {
+            max_abs = fabsf(sc[s]);
+            max_sc = sc[s];
+        }
+    }
+    memset(y, 0, sizeof *y);
+    int ls[16] = {0};
+    if (max_abs > 0) {
+        const float iscale = -32.0f / max_sc;
+        for (int s = 0; s < 16; s++) {
+            int l = ob_nearest_int(iscale * sc[s]);
+            l = (l < -32 ? -32 : l > 31 ? 31 : l) + 32;
+            ls[s] = l - 32;
+            if (s < 8) y->scales[s] = (uint8_t)(l & 15);
+            else y->scales[s - 8] |= (uint8_t)((l & 15) << 4);
+            y->scales[8 + s % 4] |= (uint8_t)((l >> 4) << (2 * (s / 4)));
+        }
+        y->d = ob_fp32_to_fp16(1 / iscale);
+    }
+    const float d = ob_fp16_to_fp32(y->d);
+    uint8_t low[OB_QK_K];
+    for (int i = 0; i < OB_QK_K; i++) {
+        const float dl = d * (float)ls[i / 16];
+        int c = dl != 0 ? ob_nearest_int(x[i] / dl) : 0;
+        c = (c < -4 ? -4 : c > 3 ? 3 : c) + 4;
+        if (c > 3) y->hmask[i % 32] |= (uint8_t)(1u << (i / 32));
+        low[i] = (uint8_t)(c & 3);
+    }
+    pack_2bit(low, y->qs);
+}
+
 bool ob_quantize_has_weighted(ob_type type) {
-    return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q5_0 || type == OB_TYPE_IQ4_NL || type == OB_TYPE_Q4_K ||
-           type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K;
+    return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q5_0 || type == OB_TYPE_IQ4_NL || type == OB_TYPE_Q2_K ||
+           type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K;
 }
 
 static void k_row(ob_type type, const float *src, void *dst, int64_t n, const float *qw) {
@@ -233,6 +314,10 @@ static void k_row(ob_type type, const float *src, void *dst, int64_t n, const fl
         const float *x = src + b * OB_QK_K, *w = qw + b * OB_QK_K;
         if (type == OB_TYPE_Q6_K) {
             q6_K_weighted(x, w, (ob_block_q6_K *)dst + b);
+        } else if (type == OB_TYPE_Q3_K) {
+            q3_K_weighted(x, w, (ob_block_q3_K *)dst + b);
+        } else if (type == OB_TYPE_Q2_K) {
+            q2_K_weighted(x, w, (ob_block_q2_K *)dst + b);
         } else if (type == OB_TYPE_Q4_K) {
             ob_block_q4_K *y = (ob_block_q4_K *)dst + b;
             memset(y->scales, 0, sizeof y->scales);
@@ -259,7 +344,8 @@ static void k_row(ob_type type, const float *src, void *dst, int64_t n, const fl
 
 bool ob_quantize_row_weighted(ob_type type, const float *src, void *dst, int64_t n, const float *qw) {
     if (!ob_quantize_has_weighted(type)) return false;
-    if (type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K) {
+    if (type == OB_TYPE_Q2_K || type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
+        type == OB_TYPE_Q6_K) {
         if (n % OB_QK_K) return false;
         k_row(type, src, dst, n, qw);
         return true;

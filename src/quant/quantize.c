@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/log.h"
@@ -253,6 +254,8 @@ static ob_type fit_type(ob_type t, int64_t ne0) {
     if (ne0 % ob_type_get(t)->block_size == 0) return t;
     ob_type f;
     switch (t) {
+    case OB_TYPE_Q2_K:
+    case OB_TYPE_Q3_K:
     case OB_TYPE_TQ1_0:
     case OB_TYPE_TQ2_0: f = OB_TYPE_Q4_0; break;
     case OB_TYPE_IQ2_XXS:
@@ -262,8 +265,6 @@ static ob_type fit_type(ob_type t, int64_t ne0) {
     case OB_TYPE_IQ3_S:
     case OB_TYPE_IQ1_S:
     case OB_TYPE_IQ1_M:
-    case OB_TYPE_Q2_K:
-    case OB_TYPE_Q3_K:
     case OB_TYPE_IQ4_XS: f = OB_TYPE_IQ4_NL; break;
     case OB_TYPE_Q4_K: f = OB_TYPE_Q5_0; break;
     case OB_TYPE_Q5_K: f = OB_TYPE_Q5_1; break;
@@ -459,6 +460,9 @@ int ob_quantize_file(const char *in, const char *out, const ob_ftype_info *mix, 
         }
     }
 
+    struct stat si, so;
+    if (rc == 0 && stat(in, &si) == 0 && stat(out, &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        rc = ob_err(OB_ERR_INVALID_ARG, "%s: the output would overwrite the input it is read from", out);
     ob_gguf *g = NULL;
     if (rc == 0) rc = ob_gguf_open(in, &g);
     recipe r;

@@ -13,8 +13,8 @@
  * loaded instead.
  *
  * Owns: features, the model, classification. Leaves to others: the policy
- * that maps a class to a device and drafter, and caching a decision per
- * conversation prefix (the server).
+ * that maps a class to a device and drafter (policy.h), and caching a
+ * decision per conversation prefix for the server (service.h).
  */
 #ifndef OB_ROUTER_H
 #define OB_ROUTER_H
@@ -90,12 +90,13 @@ int ob_router_classify(const ob_router *r, const ob_route_msg *msgs, size_t n_ms
 int ob_router_classify_json(const ob_router *r, const char *json, size_t len,
                             ob_route_result *res);
 
-/* ---- the server's hook: count decisions for /metrics ---- */
+/* ---- a process-wide counter of decisions ---- */
 
 /* Classify a chat request given as the JSON text ob_router_classify_json
  * accepts, with the built-in router (created on first use, shared by all
- * threads), count the decision and log it at debug level. For the server's
- * job start; never fails the request: a request it cannot classify (or a
+ * threads), count the decision and log it at debug level. (The server uses
+ * its own ob_route_service, service.h, which also caches per conversation
+ * and applies the policy.) Never fails the request: a request it cannot classify (or a
  * failure to create the router) is counted as unclassified. Returns the
  * class, or a negative status. */
 int ob_router_observe(const char *json, size_t len);

@@ -1008,6 +1008,22 @@ TEST(hadamard_exact_path_and_stamp) {
         ob_gguf_writer_free(w);
         ob_gguf_free(g);
     }
+    /* OB_ACT_SIM rounds the projections' inputs (a measurement knob): logits move, a
+     * type without 32-blocks is refused */
+    setenv("OB_ACT_SIM", "q4_0", 1);
+    float *sim = logits_of(src, tok, N, &V);
+    setenv("OB_ACT_SIM", "q4_K", 1);
+    ob_model *sm = NULL;
+    ob_model_params smp = ob_model_default_params();
+    CHECK_OK(ob_model_load(src, &smp, &sm));
+    ob_context *sctx = NULL;
+    if (sm) CHECK_EQ_INT(ob_context_create(sm, NULL, &sctx), OB_ERR_INVALID_ARG);
+    ob_context_free(sctx);
+    ob_model_free(sm);
+    unsetenv("OB_ACT_SIM");
+    CHECK(sim != NULL);
+    if (a && sim) CHECK(mean_kld(a, sim, N, V, NULL) > 1e-6);
+    ob_free(sim);
     float *c = logits_of(q4, tok, N, &V), *d = logits_of(plain, tok, N, &V), *e = logits_of(unst, tok, N, &V);
     CHECK(c && d && e);
     if (a && c && d && e) {

@@ -240,6 +240,43 @@ TEST(accept_rule_exact) {
     }
 }
 
+/* The draft length follows acceptance: -1 after a rejection (down to 1),
+ * +2 after a fully kept draft (up to n_max), reset when the slot is cleared. */
+TEST(draft_length_adapts) {
+    NEED_STORIES();
+    ob_context *c = new_ctx(g_stories, 64);
+    ob_spec_params sp = ob_spec_default_params();
+    sp.type = OB_SPEC_NGRAM;
+    sp.n_max = 6;
+    ob_spec *s = NULL;
+    CHECK(ob_spec_create(g_stories, c, &sp, &s) == 0);
+    if (!s) return;
+    const ob_token text[] = {1, 5, 5, 5, 5, 5};
+    ob_token draft[8];
+    ob_spec_req r = {0, text, 6, 8, draft, 0};
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 6);
+    ob_spec_feedback(s, 0, 6, 2);
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 5);
+    for (int i = 0; i < 10; i++) ob_spec_feedback(s, 0, 3, 0);
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 1);
+    ob_spec_feedback(s, 0, 1, 1);
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 3);
+    ob_spec_feedback(s, 0, 3, 3);
+    ob_spec_feedback(s, 0, 5, 5);
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 6);
+    ob_spec_feedback(s, 0, 6, 0);
+    ob_spec_seq_clear(s, 0);
+    CHECK(ob_spec_draft(s, &r, 1) == 0);
+    CHECK_EQ_INT(r.n_draft, 6);
+    ob_spec_free(s);
+    ob_context_free(c);
+}
+
 /* ---------------- greedy equality ---------------- */
 
 static void greedy_equal(ob_model *target, ob_model *draft, const ob_token *prompt, int32_t n_prompt, int32_t n_gen,

@@ -423,6 +423,7 @@ static void spec_emit(ob_engine *e, ob_request *r, int32_t n_ctx) {
     int32_t k = q->n_draft;
     for (int32_t i = 0; i <= k; i++) e->spec_lg[i] = ob_get_logits(e->ctx, r->batch_idx + i);
     int32_t m = ob_spec_verify(e->spec, r->sampler, e->spec_lg, q->draft, k, e->spec_out);
+    ob_spec_feedback(e->spec, r->seq, k, m - 1);
     ob_seq_remove(e->ctx, r->seq, r->n_past + m); /* the last token and the m - 1 drafts kept */
     r->n_past += m;
     r->n_drafted += k;

@@ -46,6 +46,7 @@ struct ob_spec {
     int32_t *bidx;         /* [n_seq] per request: batch index of its logits row this pass, -1 none */
     bool *active;          /* [n_seq] per request: still drafting */
     int32_t *fed;          /* [n_seq] per request: tokens of the sequence in the draft context */
+    int32_t *len;          /* [n_seq] draft length now allowed per sequence (ob_spec_feedback) */
 };
 
 ob_spec_params ob_spec_default_params(void) {
@@ -105,6 +106,7 @@ void ob_spec_free(ob_spec *sp) {
     ob_free(sp->bidx);
     ob_free(sp->active);
     ob_free(sp->fed);
+    ob_free(sp->len);
     ob_free(sp);
 }
 
@@ -174,9 +176,11 @@ int ob_spec_create(ob_model *model, ob_context *ctx, const ob_spec_params *param
     sp->bidx = ob_calloc((size_t)sp->n_seq, sizeof(int32_t));
     sp->active = ob_calloc((size_t)sp->n_seq, sizeof(bool));
     sp->fed = ob_calloc((size_t)sp->n_seq, sizeof(int32_t));
+    sp->len = ob_calloc((size_t)sp->n_seq, sizeof(int32_t));
     if (!sp->probs || !sp->lg || !sp->draft || !sp->btok || !sp->bpos || !sp->bseq || !sp->blog || !sp->bidx ||
-        !sp->active || !sp->fed)
+        !sp->active || !sp->fed || !sp->len)
         rc = ob_err(OB_ERR_OOM, "speculative decoding");
+    for (int32_t s = 0; rc == 0 && s < sp->n_seq; s++) sp->len[s] = p.n_max;
     if (rc == 0 && p.type == OB_SPEC_DRAFT) rc = open_draft(sp);
     if (rc < 0) {
         ob_spec_free(sp);
@@ -187,7 +191,17 @@ int ob_spec_create(ob_model *model, ob_context *ctx, const ob_spec_params *param
 }
 
 void ob_spec_seq_clear(ob_spec *sp, int32_t seq) {
-    if (sp && sp->dctx && seq >= 0 && seq < sp->n_seq) ob_seq_remove(sp->dctx, seq, 0);
+    if (!sp || seq < 0 || seq >= sp->n_seq) return;
+    if (sp->dctx) ob_seq_remove(sp->dctx, seq, 0);
+    sp->len[seq] = sp->p.n_max;
+}
+
+void ob_spec_feedback(ob_spec *sp, int32_t seq, int32_t n_drafted, int32_t n_accepted) {
+    if (!sp || seq < 0 || seq >= sp->n_seq || n_drafted <= 0) return;
+    int32_t l = sp->len[seq];
+    if (n_accepted == n_drafted) l += 2; /* all kept: try longer */
+    else l -= 1;
+    sp->len[seq] = l < 1 ? 1 : l > sp->p.n_max ? sp->p.n_max : l;
 }
 
 /* ---------------- n-gram drafter ---------------- */
@@ -236,6 +250,7 @@ static void draft_pick(ob_spec *sp, ob_spec_req *r, int32_t i, const float *logi
 
 static int32_t req_cap(const ob_spec *sp, const ob_spec_req *r) {
     int32_t k = r->n_max < sp->p.n_max ? r->n_max : sp->p.n_max;
+    if (k > sp->len[r->seq]) k = sp->len[r->seq];
     /* the target verifies positions n_tokens-1 .. n_tokens-1+k, all below n_ctx */
     if (k > sp->n_ctx - r->n_tokens) k = sp->n_ctx - r->n_tokens;
     return k > 0 ? k : 0;
@@ -310,7 +325,11 @@ static int draft_model(ob_spec *sp, ob_spec_req *reqs, int32_t n) {
 
 int ob_spec_draft(ob_spec *sp, ob_spec_req *reqs, int32_t n) {
     if (n > sp->n_seq) return ob_err(OB_ERR_INVALID_ARG, "%d draft requests for %d sequences", n, sp->n_seq);
-    for (int32_t i = 0; i < n; i++) reqs[i].n_draft = 0;
+    for (int32_t i = 0; i < n; i++) {
+        reqs[i].n_draft = 0;
+        if (reqs[i].seq < 0 || reqs[i].seq >= sp->n_seq)
+            return ob_err(OB_ERR_INVALID_ARG, "draft request for sequence %d of %d", reqs[i].seq, sp->n_seq);
+    }
     int rc = 0;
     if (sp->p.type == OB_SPEC_NGRAM) {
         for (int32_t i = 0; i < n; i++)
@@ -419,6 +438,7 @@ int ob_spec_step(ob_spec *sp, int32_t seq, ob_sampler *smp, const ob_token *toke
     OB_TRY(rc);
     for (int32_t i = 0; i <= k; i++) sp->lg[i] = ob_get_logits(sp->ctx, i);
     int32_t m = ob_spec_verify(sp, smp, sp->lg, sp->draft, k, out);
+    ob_spec_feedback(sp, seq, k, m - 1);
     /* keep the last token and the accepted drafts; the new last token is not in the cache */
     OB_TRY(ob_seq_remove(sp->ctx, seq, n + m - 1));
     *n_out = m;

@@ -67,7 +67,14 @@ int32_t ob_spec_verify(ob_spec *sp, ob_sampler *smp, const float *const *logits,
 
 /* The spec's settings (type NONE: off; n_max already capped to the batch). */
 const ob_spec_params *ob_spec_get_params(const ob_spec *sp);
-/* Forget a sequence (frees the draft model's pages for it). */
+/* Forget a sequence (frees the draft model's pages for it, resets its
+ * draft length). */
 void ob_spec_seq_clear(ob_spec *sp, int32_t seq);
+/* After verifying a sequence's draft: the draft length it may use next
+ * grows by 2 when every token was kept and shrinks by 1 otherwise, within
+ * 1..n_max (the rule of Hugging Face's assisted generation), so text the
+ * drafter guesses badly costs short drafts and text it guesses well gets
+ * long ones. */
+void ob_spec_feedback(ob_spec *sp, int32_t seq, int32_t n_drafted, int32_t n_accepted);
 
 #endif

@@ -634,15 +634,33 @@ static int cpu_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_t
  * call. Memory stays O(page) per unit whatever the context length.
  * Units are taken largest-position first from the atomic counter, so the
  * long causal rows of the prompt's end start early and the threads finish
- * together. */
+ * together.
+ *
+ * Batch invariance. A query row's result must be bit for bit the same
+ * whether its token is decoded alone, verified with 4 drafts, or prefilled
+ * with 63 others (docs/performance.md), yet units differ in rows, pages and
+ * shape (blocked vs split-K below). So the arithmetic of one (token, head)
+ * depends on its own window only:
+ *   - keys are cut into ranges of ATT_RANGE absolute positions ([0, 256),
+ *     [256, 512), ...), and within a range into the cache's pages; each range
+ *     runs the online softmax above from a fresh state (max, sum, O), and
+ *     the ranges' results are merged in position order by attn_merge, in
+ *     both unit shapes;
+ *   - the kernels give each key's score and each row's sums independently
+ *     of how many rows and keys a call holds (kernels.h), and keys outside a
+ *     row's window weigh exactly 0, so the extra keys a batch's wider range
+ *     brings into a page add nothing;
+ *   - max, exp and sum run over the row's own window of the page.
+ * The extra cost is one merge (hd multiply-adds) per row per 256 keys. */
 
 #define ATT_QB 64
+/* Key ranges (absolute positions [r * ATT_RANGE, (r + 1) * ATT_RANGE)):
+ * the unit of the softmax merge in both shapes (see above). */
+#define ATT_RANGE 256
 /* Split-K attention: batches whose runs have at most ATT_SPLIT_QB tokens and
- * span more than ATT_SPLIT_MIN positions split the keys into ranges of
- * ATT_SPLIT_LEN (a multiple of any page size up to 256). */
+ * span more than ATT_SPLIT_MIN positions give each key range its own unit. */
 #define ATT_SPLIT_QB 4
 #define ATT_SPLIT_MIN 512
-#define ATT_SPLIT_LEN 256
 
 typedef struct attn_task {
     cpu_backend *c;
@@ -655,8 +673,7 @@ typedef struct attn_task {
     const int32_t *group_start; /* [n_groups + 1] batch index where each run of tokens starts */
     int64_t n_groups;
     int m_max;                  /* query rows of a unit, at most */
-    int64_t n_split;            /* 0, or key ranges per group (split-K) */
-    int32_t split_len;          /* positions per key range */
+    int64_t n_split;            /* 0, or key ranges per group, at most (split-K) */
     float *partial;             /* split-K: [n_groups][n_split][ATT_SPLIT_QB][n_head][2 + head_dim] */
 } attn_task;
 
@@ -690,7 +707,8 @@ typedef struct attn_scratch {
     float *Qt, *O;  /* [M][hd] scaled queries, running outputs */
     float *Kf, *Vf; /* [bs][hd] a page converted to floats (non-F16 caches) */
     float *S, *P;   /* [M][bs] scores, weights */
-    float *mx, *l;  /* [M] running maximum and sum */
+    float *mx, *l;  /* [M] running maximum and sum within a key range */
+    float *gm, *gl; /* [M] the same over the ranges merged so far */
     float *tmp;     /* conversion room */
 } attn_scratch;
 
@@ -704,24 +722,66 @@ static attn_scratch attn_scratch_of(cpu_backend *c, int ith, int Mmax, int hd, i
     a.P = a.S + (size_t)Mmax * bs;
     a.mx = a.P + (size_t)Mmax * bs;
     a.l = a.mx + Mmax;
-    a.tmp = a.l + Mmax;
+    a.gm = a.l + Mmax;
+    a.gl = a.gm + Mmax;
+    a.tmp = a.gl + Mmax;
     return a;
 }
 
 /* Rows of a unit: KV heads hk0..hk0+nh-1, each with Mh = tokens x G query
  * rows (token t0 + j / G, head hk * G + j % G); row m = (hk - hk0) * Mh + j.
- * Load them scaled and reset their running state. */
-static void attn_rows_init(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh) {
+ * Load them scaled. */
+static void attn_rows_load(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh) {
     const ob_attn_params *p = t->p;
     const int hd = p->head_dim, G = p->n_head / p->n_head_kv;
     for (int m = 0; m < Mh * nh; m++) {
         const int hk = hk0 + m / Mh, j = m % Mh;
         const float *q = (const float *)ob_tensor_row(t->q, t0 + j / G) + (size_t)(hk * G + j % G) * hd;
         for (int i = 0; i < hd; i++) a->Qt[(size_t)m * hd + i] = q[i] * p->scale;
-        memset(a->O + (size_t)m * hd, 0, (size_t)hd * sizeof(float));
+    }
+}
+
+/* Reset the running state of M rows before a key range. */
+static void attn_rows_reset(attn_scratch *a, int M, int hd) {
+    memset(a->O, 0, (size_t)M * (size_t)hd * sizeof(float));
+    for (int m = 0; m < M; m++) {
         a->mx[m] = -INFINITY;
         a->l[m] = 0.0f;
     }
+}
+
+/* Fold one key range's (max m, sum l, unnormalized output o[hd]) into a
+ * row's merged (*gm, *gl, go[hd]); ranges come in position order. The one
+ * merge formula both unit shapes use (batch invariance): the first range
+ * with keys is copied, a later one rescales whichever side has the smaller
+ * maximum. *gm = -inf marks "no keys yet" (go is then not read). */
+static void attn_merge(const ob_cpu_kernels *k, int hd, float *gm, float *gl, float *go, float m, float l,
+                       const float *o) {
+    if (m == -INFINITY) return; /* no key of the row's window in this range */
+    if (*gm == -INFINITY) {
+        *gm = m, *gl = l;
+        memcpy(go, o, (size_t)hd * sizeof(float));
+        return;
+    }
+    if (m > *gm) {
+        const float corr = expf(*gm - m);
+        k->scale_f32(corr, go, hd);
+        *gl *= corr;
+        *gm = m;
+    }
+    const float w = expf(m - *gm);
+    *gl += w * l;
+    k->axpy_f32(w, o, go, hd);
+}
+
+/* Normalize a merged row into its output (0 when it saw no key). */
+static void attn_finish(float gm, float gl, float *o, int hd) {
+    if (gm == -INFINITY || !(gl > 0.0f)) {
+        memset(o, 0, (size_t)hd * sizeof(float));
+        return;
+    }
+    const float inv = 1.0f / gl;
+    for (int i = 0; i < hd; i++) o[i] *= inv;
 }
 
 /* Attend the rows of KV heads hk0..hk0+nh-1 over cache positions [lo, hi]
@@ -823,20 +883,29 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
             const int M = (t->group_start[g + 1] - t0) * G;
             int32_t lo, hi;
             attn_group_range(t, g, &lo, &hi);
-            attn_rows_init(t, &a, t0, M, hk, 1);
-            attn_range(t, &a, t0, M, hk, 1, lo, hi);
-            for (int m = 0; m < M; m++) {
-                float *o = (float *)ob_tensor_row(t->out, t0 + m / G) + (size_t)(hk * G + m % G) * hd;
-                const float inv = a.l[m] > 0.0f ? 1.0f / a.l[m] : 0.0f;
-                for (int i = 0; i < hd; i++) o[i] = a.O[(size_t)m * hd + i] * inv;
+            attn_rows_load(t, &a, t0, M, hk, 1);
+            for (int m = 0; m < M; m++) a.gm[m] = -INFINITY, a.gl[m] = 0.0f;
+            /* key range by key range, merged straight into the output rows */
+            for (int32_t r0 = lo - lo % ATT_RANGE; r0 <= hi; r0 += ATT_RANGE) {
+                const int32_t a0 = lo > r0 ? lo : r0, a1 = hi < r0 + ATT_RANGE - 1 ? hi : r0 + ATT_RANGE - 1;
+                attn_rows_reset(&a, M, hd);
+                attn_range(t, &a, t0, M, hk, 1, a0, a1);
+                for (int m = 0; m < M; m++) {
+                    float *o = (float *)ob_tensor_row(t->out, t0 + m / G) + (size_t)(hk * G + m % G) * hd;
+                    attn_merge(c->k, hd, &a.gm[m], &a.gl[m], o, a.mx[m], a.l[m], a.O + (size_t)m * hd);
+                }
             }
+            for (int m = 0; m < M; m++)
+                attn_finish(a.gm[m], a.gl[m], (float *)ob_tensor_row(t->out, t0 + m / G) + (size_t)(hk * G + m % G) * hd,
+                            hd);
         }
         return;
     }
     /* Split-K (few tokens, long context): unit = (group, key range) with
      * every KV head, page by page, so each page is read once, whole, while
      * it is in cache, instead of one head's slice per unit. Each unit leaves
-     * per row its unnormalized output, maximum and sum. */
+     * per row its unnormalized output, maximum and sum; sp counts the
+     * group's absolute key ranges from the one holding lo. */
     const int64_t n_units = t->n_groups * t->n_split;
     for (;;) {
         int64_t u = ob_threadpool_next_chunk(c->pool);
@@ -846,10 +915,13 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
         const int M = (t->group_start[g + 1] - t0) * G;
         int32_t lo, hi;
         attn_group_range(t, g, &lo, &hi);
-        const int32_t a0 = lo + (int32_t)sp * t->split_len;
-        const int32_t a1 = a0 + t->split_len - 1 < hi ? a0 + t->split_len - 1 : hi;
-        attn_rows_init(t, &a, t0, M, 0, nkv);
-        if (a0 <= a1) attn_range(t, &a, t0, M, 0, nkv, a0, a1);
+        const int32_t r0 = lo - lo % ATT_RANGE + (int32_t)sp * ATT_RANGE;
+        const int32_t a0 = lo > r0 ? lo : r0, a1 = hi < r0 + ATT_RANGE - 1 ? hi : r0 + ATT_RANGE - 1;
+        attn_rows_reset(&a, M * nkv, hd);
+        if (a0 <= a1) {
+            attn_rows_load(t, &a, t0, M, 0, nkv);
+            attn_range(t, &a, t0, M, 0, nkv, a0, a1);
+        }
         for (int m = 0; m < M * nkv; m++) {
             const int hk = m / M, j = m % M;
             /* partial[(g * n_split + sp)][token][head] = {max, sum, O[hd]} */
@@ -862,7 +934,7 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
         }
     }
     ob_threadpool_barrier(ctx);
-    /* merge the ranges of each (token, head) */
+    /* merge the ranges of each (token, head), in position order */
     const int64_t n = t->q->ne[1];
     int64_t lo_r, hi_r;
     ob_split_range(n * p->n_head, ctx->ith, ctx->nth, &lo_r, &hi_r);
@@ -871,23 +943,13 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
         int64_t g = 0;
         while (t->group_start[g + 1] <= ti) g++;
         const int64_t tl = ti - t->group_start[g];
-        float mmax = -INFINITY;
+        float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
+        float gm = -INFINITY, gl = 0.0f;
         for (int64_t sp = 0; sp < t->n_split; sp++) {
             const float *src = t->partial + ((g * t->n_split + sp) * ATT_SPLIT_QB * p->n_head + tl * p->n_head + h) * (hd + 2);
-            if (src[0] > mmax) mmax = src[0];
+            attn_merge(c->k, hd, &gm, &gl, o, src[0], src[1], src + 2);
         }
-        float *o = (float *)ob_tensor_row(t->out, ti) + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        float lsum = 0.0f;
-        for (int64_t sp = 0; sp < t->n_split && mmax > -INFINITY; sp++) {
-            const float *src = t->partial + ((g * t->n_split + sp) * ATT_SPLIT_QB * p->n_head + tl * p->n_head + h) * (hd + 2);
-            if (src[1] <= 0.0f) continue;
-            const float w = expf(src[0] - mmax);
-            lsum += w * src[1];
-            c->k->axpy_f32(w, src + 2, o, hd);
-        }
-        const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-        for (int i = 0; i < hd; i++) o[i] *= inv;
+        attn_finish(gm, gl, o, hd);
     }
 }
 
@@ -916,8 +978,12 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
     t.m_max = ATT_QB * G;
     if (max_run <= ATT_SPLIT_QB && max_span > ATT_SPLIT_MIN && c->n_threads > 1) {
         /* few tokens against a long context: split the keys (see attention_fn) */
-        t.split_len = ATT_SPLIT_LEN;
-        t.n_split = (max_span + ATT_SPLIT_LEN - 1) / ATT_SPLIT_LEN + 1; /* +1: a window need not start on a range */
+        for (int64_t g = 0; g < ng; g++) {
+            int32_t lo, hi;
+            attn_group_range(&t, g, &lo, &hi);
+            const int64_t nr = hi / ATT_RANGE - lo / ATT_RANGE + 1;
+            if (nr > t.n_split) t.n_split = nr;
+        }
         t.m_max = ATT_SPLIT_QB * p->n_head;
         if (c->split_bytes < (size_t)(ng * t.n_split * ATT_SPLIT_QB * p->n_head * (hd + 2)) * sizeof(float)) {
             size_t want = (size_t)(ng * t.n_split * ATT_SPLIT_QB * p->n_head * (hd + 2)) * sizeof(float);
@@ -929,9 +995,9 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
         }
         t.partial = c->split;
     }
-    /* Qt, O [m_max][hd]; Kf, Vf [bs][hd]; S, P [m_max][bs]; mx, l [m_max]; conversion room for a row's blocks */
+    /* Qt, O [m_max][hd]; Kf, Vf [bs][hd]; S, P [m_max][bs]; mx, l, gm, gl [m_max]; conversion room for a row's blocks */
     size_t Mmax = (size_t)t.m_max;
-    size_t need = 2 * Mmax * (size_t)hd + 2 * (size_t)bs * (size_t)hd + 2 * Mmax * (size_t)bs + 2 * Mmax + (size_t)hd +
+    size_t need = 2 * Mmax * (size_t)hd + 2 * (size_t)bs * (size_t)hd + 2 * Mmax * (size_t)bs + 4 * Mmax + (size_t)hd +
                   2 * 256 + 64;
     OB_TRY(ensure_scratch(c, need));
     ob_threadpool_chunk_reset(c->pool, 0);

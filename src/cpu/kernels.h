@@ -26,6 +26,15 @@
  *     type's panel layout and why). One SIMD lane then holds one row, so a
  *     dot product accumulates in lanes and needs no horizontal sums, and a
  *     broadcast activation word feeds 16 rows at once.
+ *
+ * Batch invariance (docs/performance.md). Every kernel here must give a
+ * row's result with arithmetic that depends on that row alone: a token's
+ * dot/gemm output the same for any nt and position in the call, a key's
+ * attention score the same for any nk and M, a P.V row the same for any M
+ * (keys are added in key order, so a key of weight 0 adds nothing), a
+ * quantized activation row the same wherever it is converted. The CPU
+ * backend builds its guarantee (a token's logits do not depend on its
+ * batch) on this; tests/test_batch_invariance.c checks it per tier.
  */
 #ifndef OB_CPU_KERNELS_H
 #define OB_CPU_KERNELS_H

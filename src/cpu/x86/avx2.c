@@ -788,7 +788,19 @@ static void attn_scores_f32(const float *q, const float *k, size_t kstride, int 
         }
         scores[j] = r0, scores[j + 1] = r1, scores[j + 2] = r2, scores[j + 3] = r3;
     }
-    for (; j < n; j++) scores[j] = dot_f32(q, (const float *)(const void *)((const char *)k + (size_t)j * kstride), d);
+    /* the last n % 4 keys with the same sums as above (one accumulator,
+     * hsum256, then the d % 8 tail), not dot_f32's four accumulators: a
+     * key's score must not depend on how many keys the call holds (batch
+     * invariance, docs/performance.md) */
+    for (; j < n; j++) {
+        const float *kr = (const float *)(const void *)((const char *)k + (size_t)j * kstride);
+        __m256 s = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 8 <= d; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), s);
+        float r = hsum256(s);
+        for (; i < d; i++) r += q[i] * kr[i];
+        scores[j] = r;
+    }
 }
 
 static void attn_scores_f16(const float *q, const uint16_t *k, size_t kstride, int n, int d, float *scores) {

@@ -759,16 +759,17 @@ INLINE void gemm_fp_body(const int kind, const int NT, int64_t n, const void *pa
     __m512 acc[8], acc2[8];
     for (int t = 0; t < 8; t++) acc[t] = acc2[t] = _mm512_setzero_ps();
     int64_t k = 0;
-    if (NT <= 2) {
-        /* few tokens: two k per step and two accumulators each, so the FMA
-         * latency chain does not limit a memory-bound decode */
-        for (; k + 2 <= n; k += 2) {
-            const __m512 w0 = fp_load(kind, p, k), w1 = fp_load(kind, p, k + 1);
-#pragma GCC unroll 2
-            for (int t = 0; t < NT; t++) {
-                acc[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(a[t][k]), acc[t]);
-                acc2[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(a[t][k + 1]), acc2[t]);
-            }
+    /* Two k per step and two accumulators per token (even k, odd k) for
+     * every NT: a token's sum is then the same whether it is alone or one of
+     * 8 (batch invariance, see docs/performance.md), and the FMA latency
+     * chain does not limit a memory-bound decode. 16 accumulators for NT = 8
+     * still fit the 32 registers. */
+    for (; k + 2 <= n; k += 2) {
+        const __m512 w0 = fp_load(kind, p, k), w1 = fp_load(kind, p, k + 1);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(a[t][k]), acc[t]);
+            acc2[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(a[t][k + 1]), acc2[t]);
         }
     }
     for (; k < n; k++) {
@@ -814,19 +815,19 @@ INLINE void body_bf16_dp(const int NT, int64_t n, const void *panel, const char 
     __m512 acc[8], acc2[8];
     for (int t = 0; t < 8; t++) acc[t] = acc2[t] = _mm512_setzero_ps();
     int64_t kp = 0, np = n / 2;
-    if (NT <= 2)
-        for (; kp + 2 <= np; kp += 2) {
-            const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
-            const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64 + 64));
-#pragma GCC unroll 2
-            for (int t = 0; t < NT; t++) {
-                int32_t v0, v1;
-                memcpy(&v0, a[t] + 2 * kp, 4);
-                memcpy(&v1, a[t] + 2 * kp + 2, 4);
-                acc[t] = _mm512_dpbf16_ps(acc[t], w0, (__m512bh)_mm512_set1_epi32(v0));
-                acc2[t] = _mm512_dpbf16_ps(acc2[t], w1, (__m512bh)_mm512_set1_epi32(v1));
-            }
+    /* two pairs per step for every NT (the same sums alone or in a batch) */
+    for (; kp + 2 <= np; kp += 2) {
+        const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
+        const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64 + 64));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            int32_t v0, v1;
+            memcpy(&v0, a[t] + 2 * kp, 4);
+            memcpy(&v1, a[t] + 2 * kp + 2, 4);
+            acc[t] = _mm512_dpbf16_ps(acc[t], w0, (__m512bh)_mm512_set1_epi32(v0));
+            acc2[t] = _mm512_dpbf16_ps(acc2[t], w1, (__m512bh)_mm512_set1_epi32(v1));
         }
+    }
     for (; kp < np; kp++) {
         const __m512bh w = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
 #pragma GCC unroll 8
@@ -873,7 +874,8 @@ static void gemm_bf16_f32(int64_t n, const void *p, const void *act, size_t as, 
  * Scores: 2 query rows x 8 keys per step, 16 accumulators of 16 lanes over
  * the head dimension, then one transposing reduction turns the 16 vectors
  * into the 16 dot products (3 adds/shuffles per dot instead of a full
- * horizontal sum each). P.V: up to 4 rows x 64 output columns stay in
+ * horizontal sum each). The last nk % 8 keys take the same path, so every
+ * score has the same summation order (batch invariance). P.V: up to 4 rows x 64 output columns stay in
  * registers while the keys stream by, each V row load feeding every row.
  * Both read F32 rows or F16 rows straight from the cache (vcvtph2ps on the
  * loaded vector), so an F16 cache is never copied out to floats.
@@ -929,16 +931,30 @@ INLINE void qk_body(const int half, const float *q, int M, size_t ldq, const voi
             _mm256_storeu_ps(s + (size_t)m * lds + j, _mm512_castps512_ps256(r));
             if (two) _mm256_storeu_ps(s + (size_t)(m + 1) * lds + j, _mm512_extractf32x8_ps(r, 1));
         }
-        for (; j < nk; j++) {
-            const char *kr = (const char *)k + (size_t)j * kstride;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        if (j < nk) {
+            /* The last nk % 8 keys take the same 8-key path, so a key's score
+             * does not depend on how many keys the call holds (batch
+             * invariance): the missing keys' lanes re-read key j (never a row
+             * past nk) and are not stored. reduce16 sums every lane with the
+             * same tree, and a lane depends on its own accumulator only. */
+            const int nb = nk - j;
+            const char *kr[8];
+            for (int b = 0; b < 8; b++) kr[b] = (const char *)k + (size_t)(j + (b < nb ? b : 0)) * kstride;
+            __m512 acc[16];
+            for (int a = 0; a < 16; a++) acc[a] = _mm512_setzero_ps();
             for (int i = 0; i < d; i += 16) {
-                const __m512 kv = load_kv(half, kr, i, d);
-                a0 = _mm512_fmadd_ps(load_d(q0, i, d), kv, a0);
-                a1 = _mm512_fmadd_ps(load_d(q1, i, d), kv, a1);
+                const __m512 a0 = load_d(q0, i, d), a1 = load_d(q1, i, d);
+#pragma GCC unroll 8
+                for (int b = 0; b < 8; b++) {
+                    const __m512 kv = load_kv(half, kr[b], i, d);
+                    acc[b] = _mm512_fmadd_ps(a0, kv, acc[b]);
+                    acc[8 + b] = _mm512_fmadd_ps(a1, kv, acc[8 + b]);
+                }
             }
-            s[(size_t)m * lds + j] = _mm512_reduce_add_ps(a0);
-            if (two) s[(size_t)(m + 1) * lds + j] = _mm512_reduce_add_ps(a1);
+            const __m512 r = reduce16(acc);
+            const __mmask8 keep = (__mmask8)((1u << nb) - 1);
+            _mm256_mask_storeu_ps(s + (size_t)m * lds + j, keep, _mm512_castps512_ps256(r));
+            if (two) _mm256_mask_storeu_ps(s + (size_t)(m + 1) * lds + j, keep, _mm512_extractf32x8_ps(r, 1));
         }
     }
 }

@@ -114,6 +114,7 @@ static int parse_targets(const char *spec, target *t, int *n) {
         if (!eq) return ob_err(OB_ERR_INVALID_ARG, "target '%s': NAME=none or NAME=ngram:K", tok);
         *eq = '\0';
         target *x = &t[*n];
+        memset(x, 0, sizeof *x); /* "none" sets no draft length: it must read 0, not stack garbage */
         snprintf(x->name, sizeof x->name, "%s", tok);
         const char *v = eq + 1;
         if (!strcmp(v, "none")) {

@@ -17,6 +17,7 @@ int ob_cmd_bench_serve(int argc, char **argv); /* `1bit bench serve` */
 int ob_cmd_template(int argc, char **argv);
 int ob_cmd_pull(int argc, char **argv);
 int ob_cmd_list(int argc, char **argv);
+int ob_cmd_models(int argc, char **argv); /* the registry's architecture table */
 int ob_cmd_route(int argc, char **argv);
 int ob_cmd_quantize(int argc, char **argv);
 int ob_cmd_perplexity(int argc, char **argv);

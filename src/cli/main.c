@@ -28,6 +28,7 @@ static const subcommand g_cmds[] = {
     {"template", ob_cmd_template, "render a conversation (JSON on stdin) with a chat template"},
     {"pull", ob_cmd_pull, "download a GGUF from Hugging Face into the model store"},
     {"list", ob_cmd_list, "the models in the store (names -m accepts) and their sizes"},
+    {"models", ob_cmd_models, "architectures: verified (against what, how closely), mapped or missing"},
     {"serve", ob_cmd_serve, "OpenAI-compatible HTTP server (llama-server's flags; docs/serve.md)"},
     {"bench", ob_cmd_bench, "prompt and decode speed like llama-bench; --make-model, --membw"},
     {"route", ob_cmd_route, "classify a chat request: code, prose, short or long (docs/router.md)"},

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "arch_info.h"
 #include "model.h"
 
 extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3, ob_arch_gemma, ob_arch_gemma2, ob_arch_gemma3,
@@ -23,14 +24,31 @@ const ob_arch *ob_arch_find(const char *name) {
     return NULL;
 }
 
+/* Built on first use; every caller writes the same bytes, and the buffer
+ * holds far more than the table's names (checked: a name that would not fit
+ * is left out rather than written past the end). */
 const char *ob_arch_list(void) {
-    static char buf[256];
+    static char buf[1024];
     if (!buf[0]) {
         size_t n = 0;
-        for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? ", " : "", g_archs[i]->name);
+        for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++) {
+            int k = snprintf(buf + n, sizeof buf - n, "%s%s", i ? ", " : "", g_archs[i]->name);
+            if (k < 0 || (size_t)k >= sizeof buf - n) {
+                buf[n] = 0;
+                break;
+            }
+            n += (size_t)k;
+        }
     }
     return buf;
+}
+
+size_t ob_arch_count(void) {
+    return sizeof g_archs / sizeof g_archs[0];
+}
+
+const ob_arch *ob_arch_at(size_t i) {
+    return i < ob_arch_count() ? g_archs[i] : NULL;
 }
 
 static void key_name(const ob_model_impl *m, const char *suffix, char *buf, size_t size) {

@@ -2,8 +2,8 @@
  * iq_ref.c - reference dequantization of the codebook ("IQ") formats
  * IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS,
  * and reference quantization of the two non-linear 4-bit ones, IQ4_NL and
- * IQ4_XS. The IQ1/IQ2/IQ3 quantizers need an importance matrix and a
- * codebook search, and are not written yet.
+ * IQ4_XS. The IQ1/IQ2/IQ3 quantizers (an importance-weighted codebook
+ * search) are in iq_quant.c.
  *
  * Block layouts are in blocks.h, tables in iq_tables.c. As in quant_ref.c,
  * float operations are kept in ggml's order (and FMA contraction is off), so

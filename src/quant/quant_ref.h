@@ -16,8 +16,8 @@
  *     float operations ggml's do, in the same order, so the output matches
  *     ggml bit for bit (the fixture test in test_quant checks it).
  *
- * Quantizers exist for every type except the IQ1/IQ2/IQ3 families, which
- * need an importance matrix and a codebook search (later work).
+ * Quantizers exist for every type except the IQ1/IQ2/IQ3 families, whose
+ * codebook search lives in iq_quant.h (reached through quant_weighted.h).
  */
 #ifndef OB_QUANT_QUANT_REF_H
 #define OB_QUANT_QUANT_REF_H

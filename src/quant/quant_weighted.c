@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "iq_quant.h"
 #include "iq_tables.h"
 #include "quant_ref.h"
 #include "quant_weighted.h"
@@ -305,7 +306,8 @@ static void q3_K_weighted(const float *x, const float *qw, ob_block_q3_K *y) {
 
 bool ob_quantize_has_weighted(ob_type type) {
     return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q5_0 || type == OB_TYPE_IQ4_NL || type == OB_TYPE_Q2_K ||
-           type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K;
+           type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K ||
+           ob_quantize_has_iq(type);
 }
 
 static void k_row(ob_type type, const float *src, void *dst, int64_t n, const float *qw) {
@@ -344,6 +346,7 @@ static void k_row(ob_type type, const float *src, void *dst, int64_t n, const fl
 
 bool ob_quantize_row_weighted(ob_type type, const float *src, void *dst, int64_t n, const float *qw) {
     if (!ob_quantize_has_weighted(type)) return false;
+    if (ob_quantize_has_iq(type)) return ob_quantize_row_iq(type, src, dst, n, qw);
     if (type == OB_TYPE_Q2_K || type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
         type == OB_TYPE_Q6_K) {
         if (n % OB_QK_K) return false;

@@ -31,6 +31,7 @@
 #include "../core/threadpool.h"
 #include "../gguf/gguf.h"
 #include "hadamard.h"
+#include "iq_quant.h"
 #include "quant_weighted.h"
 #include "quantize.h"
 
@@ -354,7 +355,9 @@ static void task_fn(const ob_task_ctx *ctx, void *arg) {
                 }
                 done = ob_quantize_row_weighted(t->type, x, dst, t->ne0, w);
             }
-            if (!done) dst_tr->from_float_ref(x, dst, t->ne0);
+            /* the IQ codebook types have no table quantizer; without an imatrix row they
+             * search with equal column weights */
+            if (!done && !ob_quantize_row_iq(t->type, x, dst, t->ne0, NULL)) dst_tr->from_float_ref(x, dst, t->ne0);
         }
     }
 }
@@ -532,9 +535,9 @@ int ob_quantize_file(const char *in, const char *out, const ob_ftype_info *mix, 
         else if (!ob_type_get((int)t->type)->to_float)
             rc = ob_err(OB_ERR_UNSUPPORTED, "%s: type %s cannot be converted to float", t->name,
                         ob_type_name((int)t->type));
-        else if (!tr->from_float_ref)
+        else if (!tr->from_float_ref && !ob_quantize_has_iq(j->type))
             rc = ob_err(OB_ERR_UNSUPPORTED,
-                        "%s: no quantizer for %s yet (the IQ1/IQ2/IQ3 codebook search is not implemented); "
+                        "%s: no quantizer for %s; "
                         "pick another type or --tensor-type '%s=q4_K'",
                         t->name, tr->name, t->name);
         else if (needs_imatrix(j->type, t->name, r.ftype) && !p->imatrix)

@@ -2,8 +2,9 @@
  * types.c - the type table. Block geometry follows ggml so that files from
  * the ecosystem load byte for byte; conversion routines are in the *_ref.c
  * files (declared in quant_ref.h). Integer types have no conversions;
- * IQ1/IQ2/IQ3 have no reference quantizer yet (they need an importance
- * matrix).
+ * IQ1/IQ2/IQ3 have no reference quantizer here: their codebook search
+ * (iq_quant.c) takes an importance matrix and is reached through
+ * ob_quantize_row_weighted.
  */
 #include <strings.h>
 

@@ -1711,6 +1711,8 @@ typedef struct client_arg {
     int disconnect_after; /* bytes of body to read before leaving; 0 = read to the end */
     bool ok;              /* survived and saw [DONE] and one finish_reason */
     bool left;
+    int status, n_events, finals; /* what the client saw, for the failure message */
+    char last[64];
 } client_arg;
 
 static void *stream_client(void *p) {
@@ -1721,7 +1723,9 @@ static void *stream_client(void *p) {
              "\"stream_options\":{\"include_usage\":true}}",
              8 + a->id % 17, a->id);
     int fd = send_request(g_port, "POST", "/v1/completions", NULL, body, strlen(body));
+    a->status = -1;
     if (fd < 0) return NULL;
+    a->status = -2;
     if (a->disconnect_after > 0) {
         char buf[4096];
         read_some(fd, buf, sizeof buf, (size_t)a->disconnect_after);
@@ -1730,12 +1734,16 @@ static void *stream_client(void *p) {
         return NULL;
     }
     resp r;
-    if (read_response(fd, &r) && r.status == 200) {
+    if (read_response(fd, &r)) a->status = r.status;
+    if (a->status == 200) {
         json_t *ev = sse_events(r.body);
         size_t n = json_array_size(ev);
         int finals = 0;
         for (size_t i = 0; i < n; i++)
             if (jstr(json_array_get(ev, i), "choices.0.finish_reason")) finals++;
+        a->n_events = (int)n;
+        a->finals = finals;
+        snprintf(a->last, sizeof a->last, "%.60s", n ? (json_string_value(json_array_get(ev, n - 1)) ? json_string_value(json_array_get(ev, n - 1)) : "(object)") : "");
         a->ok = n >= 3 && !strcmp(json_string_value(json_array_get(ev, n - 1)) ? json_string_value(json_array_get(ev, n - 1)) : "",
                                   "[DONE]") &&
                 finals == 1;
@@ -1769,7 +1777,8 @@ TEST(hundred_concurrent_streams) {
         else {
             survivors++;
             ok += args[i].ok;
-            CHECK_MSG(args[i].ok, "client %d did not end with [DONE]", i);
+            CHECK_MSG(args[i].ok, "client %d did not end with [DONE] (HTTP %d, %d events, %d finish_reasons, last '%s')", i,
+                      args[i].status, args[i].n_events, args[i].finals, args[i].last);
         }
     }
     CHECK_EQ_INT(ok, survivors);

@@ -30,77 +30,7 @@ static llama_variant variant_of(const ob_model_impl *m) {
 }
 
 static int load_rope(ob_model_impl *m) {
-    ob_hparams *hp = &m->hp;
-    ob_rope_params *r = &hp->rope;
-    memset(r, 0, sizeof *r);
-    r->mode = variant_of(m) == V_LLAMA ? OB_ROPE_NORMAL : OB_ROPE_NEOX;
-    int64_t n_rot = hp->head_dim;
-    OB_TRY(ob_model_key_u32_opt(m, "rope.dimension_count", &n_rot));
-    if (n_rot <= 0 || n_rot > hp->head_dim || n_rot % 2)
-        return ob_err(OB_ERR_FORMAT, "%s.rope.dimension_count = %lld does not fit head dimension %lld", m->arch_name,
-                      (long long)n_rot, (long long)hp->head_dim);
-    r->n_rot = (int)n_rot;
-    r->freq_base = 10000.0f;
-    OB_TRY(ob_model_key_f32_opt(m, "rope.freq_base", &r->freq_base));
-    r->freq_scale = 1.0f;
-    r->attn_factor = 1.0f;
-    r->beta_fast = 32.0f;
-    r->beta_slow = 1.0f;
-    r->n_ctx_orig = (int)hp->n_ctx_train;
-    hp->rope_scaling = OB_ROPE_SCALING_NONE;
-
-    char key[96];
-    const char *type = NULL;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
-    int rc = ob_gguf_get_str(m->gguf, key, &type);
-    if (rc < 0 && rc != OB_ERR_NOT_FOUND) return rc;
-    float factor = 0.0f;
-    OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.factor", &factor));
-    if (factor == 0.0f) { /* older files: rope.scale_linear */
-        float lin = 0.0f;
-        OB_TRY(ob_model_key_f32_opt(m, "rope.scale_linear", &lin));
-        if (lin > 0.0f && lin != 1.0f) {
-            factor = lin;
-            if (!type) type = "linear";
-        }
-    }
-    if (type && strcmp(type, "none") != 0) {
-        if (factor <= 0.0f)
-            return ob_err(OB_ERR_FORMAT, "%s.rope.scaling.type is '%s' but %s.rope.scaling.factor is missing or <= 0",
-                          m->arch_name, type, m->arch_name);
-        int64_t orig = 0;
-        OB_TRY(ob_model_key_u32_opt(m, "rope.scaling.original_context_length", &orig));
-        if (orig > 0) r->n_ctx_orig = (int)orig;
-        if (strcmp(type, "linear") == 0) {
-            hp->rope_scaling = OB_ROPE_SCALING_LINEAR;
-            r->freq_scale = 1.0f / factor;
-        } else if (strcmp(type, "yarn") == 0) {
-            hp->rope_scaling = OB_ROPE_SCALING_YARN;
-            r->freq_scale = 1.0f / factor;
-            r->ext_factor = 1.0f;
-            OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_ext_factor", &r->ext_factor));
-            OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.attn_factor", &r->attn_factor));
-            OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_beta_fast", &r->beta_fast));
-            OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.yarn_beta_slow", &r->beta_slow));
-        } else {
-            return ob_err(OB_ERR_UNSUPPORTED, "%s.rope.scaling.type '%s' is not supported (none, linear, yarn)",
-                          m->arch_name, type);
-        }
-    }
-    ob_err_clear();
-
-    /* Llama 3: per-dimension frequency divisors in a tensor. */
-    const ob_gguf_tensor *ff = ob_gguf_find_tensor(m->gguf, "rope_freqs.weight");
-    if (ff) {
-        if (ff->type != OB_TYPE_F32 || ob_gguf_tensor_nelements(ff) != n_rot / 2)
-            return ob_err(OB_ERR_FORMAT, "tensor 'rope_freqs.weight' must be f32 of %lld elements", (long long)(n_rot / 2));
-        m->rope_freqs = ob_malloc((size_t)(n_rot / 2) * sizeof(float));
-        if (!m->rope_freqs) return ob_err(OB_ERR_OOM, "rope_freqs");
-        memcpy(m->rope_freqs, ff->data, (size_t)(n_rot / 2) * sizeof(float));
-        r->freq_factors = m->rope_freqs;
-        if (hp->rope_scaling == OB_ROPE_SCALING_NONE) hp->rope_scaling = OB_ROPE_SCALING_LLAMA3;
-    }
-    return 0;
+    return ob_model_load_rope(m, variant_of(m) == V_LLAMA ? OB_ROPE_NORMAL : OB_ROPE_NEOX);
 }
 
 static int llama_load(ob_model_impl *m) {

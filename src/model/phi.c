@@ -105,6 +105,7 @@ static int phi_load(ob_model_impl *m) {
     int rc = host_factors(m, "rope_factors_short.weight", half, &sf);
     if (rc == 0) rc = host_factors(m, "rope_factors_long.weight", half, &lf);
     if (rc == 0 && (sf || lf)) {
+        ob_free(m->rope_freqs); /* a rope_freqs.weight the shared loader read is replaced */
         m->rope_freqs = ob_malloc((size_t)(2 * half) * sizeof(float));
         if (!m->rope_freqs) rc = ob_err(OB_ERR_OOM, "rope factors");
         for (int64_t i = 0; rc == 0 && i < half; i++) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/mem.h"
 #include "../core/status.h"
 #include "arch_info.h"
 #include "model.h"
@@ -169,6 +170,8 @@ int ob_model_load_common(ob_model_impl *m, const char *eps_key) {
     return 0;
 }
 
+static int rope_scaling(ob_model_impl *m, const char *type, float factor);
+
 int ob_model_load_rope(ob_model_impl *m, ob_rope_mode mode) {
     ob_hparams *hp = &m->hp;
     ob_rope_params *r = &hp->rope;
@@ -197,7 +200,34 @@ int ob_model_load_rope(ob_model_impl *m, ob_rope_mode mode) {
     ob_err_clear();
     float factor = 0.0f;
     OB_TRY(ob_model_key_f32_opt(m, "rope.scaling.factor", &factor));
-    if (!type || strcmp(type, "none") == 0) return 0;
+    if (factor == 0.0f) { /* older files: rope.scale_linear */
+        float lin = 0.0f;
+        OB_TRY(ob_model_key_f32_opt(m, "rope.scale_linear", &lin));
+        if (lin > 0.0f && lin != 1.0f) {
+            factor = lin;
+            if (!type) type = "linear";
+        }
+    }
+    if (type && strcmp(type, "none") != 0) OB_TRY(rope_scaling(m, type, factor));
+    ob_err_clear();
+    /* Llama 3: per-dimension frequency divisors in a tensor. */
+    const ob_gguf_tensor *ff = ob_gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    if (ff) {
+        if (ff->type != OB_TYPE_F32 || ob_gguf_tensor_nelements(ff) != n_rot / 2)
+            return ob_err(OB_ERR_FORMAT, "tensor 'rope_freqs.weight' must be f32 of %lld elements", (long long)(n_rot / 2));
+        m->rope_freqs = ob_malloc((size_t)(n_rot / 2) * sizeof(float));
+        if (!m->rope_freqs) return ob_err(OB_ERR_OOM, "rope_freqs");
+        memcpy(m->rope_freqs, ff->data, (size_t)(n_rot / 2) * sizeof(float));
+        r->freq_factors = m->rope_freqs;
+        if (hp->rope_scaling == OB_ROPE_SCALING_NONE) hp->rope_scaling = OB_ROPE_SCALING_LLAMA3;
+    }
+    return 0;
+}
+
+/* rope.scaling.type TYPE with factor FACTOR (type is neither NULL nor "none"). */
+static int rope_scaling(ob_model_impl *m, const char *type, float factor) {
+    ob_hparams *hp = &m->hp;
+    ob_rope_params *r = &hp->rope;
     if (!(factor > 0.0f))
         return ob_err(OB_ERR_FORMAT, "%s.rope.scaling.type is '%s' but %s.rope.scaling.factor is missing or <= 0",
                       m->arch_name, type, m->arch_name);

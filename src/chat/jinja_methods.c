@@ -951,7 +951,7 @@ int ob_jinja_percent_format(ob_jctx *c, ob_jv fmt, ob_jv arg, ob_jv *out) {
             continue;
         }
         bool want_int = conv == 'x' || conv == 'X' || conv == 'o';
-        if (!strchr("diuxXoeEfFgG", conv)) {
+        if (conv == 0 || !strchr("diuxXoeEfFgG", conv)) { /* strchr finds the terminator too */
             rc = ob_jinja_error(c, OB_ERR_FORMAT, "unsupported format character '%c' (0x%x)", conv, (unsigned char)conv);
             break;
         }

@@ -8,9 +8,10 @@
 #                repository; only needed for `theirs`)
 #   models       random-weight models of real shapes (1bit bench --make-model): Llama-3.1-8B
 #                in Q4_K_M and Q8_0, Llama-3.2-1B in Q4_K_M, into $MODELS (default /tmp/obm)
-#   ours         1bit bench --device cuda -p 512 -n 128 -r $REPS on each model; with
-#                OB_CUDA_MMVQ=0 too (the float decode kernel), so both kernels are compared
-#   theirs       $LLAMA_BENCH -ngl 99 -p 512 -n 128 -r $REPS on the same files
+#   ours         1bit bench --device cuda -p 512 -n 128 -r $REPS on each model, once per
+#                entry of $VARIANTS (environment settings, default "OB_CUDA_GRAPHS=1
+#                OB_CUDA_GRAPHS=0": with and without CUDA graphs)
+#   theirs       $LLAMA_BENCH -ngl 99 -fa 1 -p 512 -n 128 -r $REPS on the same files
 #
 # The 1bit build is expected in $BUILD (tools/cuda_gpu_check.sh build makes it). Output: one
 # markdown table per tool and model in $OUT/compare.md, logs beside it.
@@ -43,10 +44,10 @@ ours)
   for c in $CASES; do
     shape=${c%%:*} type=${c##*:}
     f=$MODELS/$shape-$type.gguf
-    for q in 1 0; do
-      echo "### 1bit $shape $type (OB_CUDA_MMVQ=$q)" >> "$REPORT"
-      OB_CUDA_MMVQ=$q timeout 300 "$BUILD/bin/1bit" bench -m "$f" --device cuda -p 512 -n 128 -r "$REPS" -o md \
-        >> "$REPORT" 2> "$OUT/ours-$shape-$type-$q.log" || { echo "ours: $c failed"; tail -5 "$OUT/ours-$shape-$type-$q.log"; }
+    for v in ${VARIANTS:-OB_CUDA_GRAPHS=1 OB_CUDA_GRAPHS=0}; do
+      echo "### 1bit $shape $type ($v)" >> "$REPORT"
+      env "$v" timeout 300 "$BUILD/bin/1bit" bench -m "$f" --device cuda -p 512 -n 128 -r "$REPS" -o md \
+        >> "$REPORT" 2> "$OUT/ours-$shape-$type-$v.log" || { echo "ours: $c failed"; tail -5 "$OUT/ours-$shape-$type-$v.log"; }
     done
   done
   ;;
@@ -55,7 +56,7 @@ theirs)
   for c in $CASES; do
     shape=${c%%:*} type=${c##*:}
     echo "### llama.cpp $shape $type" >> "$REPORT"
-    timeout 300 "$LLAMA_BENCH" -m "$MODELS/$shape-$type.gguf" -ngl 99 -p 512 -n 128 -r "$REPS" -o md \
+    timeout 300 "$LLAMA_BENCH" -m "$MODELS/$shape-$type.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r "$REPS" -o md \
       >> "$REPORT" 2> "$OUT/theirs-$shape-$type.log" || { echo "theirs: $c failed"; tail -5 "$OUT/theirs-$shape-$type.log"; }
   done
   ;;

@@ -336,18 +336,16 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         OB_CU(cudaFuncSetAttribute(attention_kernel<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
         c->attn_smem_set[kti] = smem;                                                                     \
     }                                                                                                     \
-    attention_kernel<KT><<<grid, ATT_THREADS, smem, c->stream>>>(a);
+    OB_TRY(cuda_launch(c, attention_kernel<KT>, grid, ATT_THREADS, smem, a));
     case 0: OB_ATT_LAUNCH(OB_TYPE_F32) break;
     case 1: OB_ATT_LAUNCH(OB_TYPE_F16) break;
     default: OB_ATT_LAUNCH(OB_TYPE_Q8_0) break;
 #undef OB_ATT_LAUNCH
     }
-    OB_LAUNCHED();
     if (splits > 1) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
-        attention_combine_kernel<<<(unsigned)(n * p->n_head), threads, 0, c->stream>>>(
-            a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo);
-        OB_LAUNCHED();
+        OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n * p->n_head), threads, 0, 
+            a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo));
     }
     return 0;
 }
@@ -402,19 +400,18 @@ int cuda_op_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_tens
     const int32_t *ds = (const int32_t *)d_slots;
     if (kti == 2) {
         const dim3 grid(ob_div_up((size_t)(kv->kv_dim / 32), 8), (unsigned)n, 2);
-        kv_write_kernel<OB_TYPE_Q8_0><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk, (const float *)v->data,
-                                                                   ldv, kp, vp, kv->row_bytes, ds, kv->kv_dim);
+        OB_TRY(cuda_launch(c, kv_write_kernel<OB_TYPE_Q8_0>, grid, 256, 0, (const float *)k->data, ldk, (const float *)v->data,
+                                                                   ldv, kp, vp, kv->row_bytes, ds, kv->kv_dim));
     } else {
         const dim3 grid(ob_div_up((size_t)kv->kv_dim, 256), (unsigned)n, 2);
         if (kti == 0)
-            kv_write_kernel<OB_TYPE_F32><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk,
+            OB_TRY(cuda_launch(c, kv_write_kernel<OB_TYPE_F32>, grid, 256, 0, (const float *)k->data, ldk,
                                                                       (const float *)v->data, ldv, kp, vp,
-                                                                      kv->row_bytes, ds, kv->kv_dim);
+                                                                      kv->row_bytes, ds, kv->kv_dim));
         else
-            kv_write_kernel<OB_TYPE_F16><<<grid, 256, 0, c->stream>>>((const float *)k->data, ldk,
+            OB_TRY(cuda_launch(c, kv_write_kernel<OB_TYPE_F16>, grid, 256, 0, (const float *)k->data, ldk,
                                                                       (const float *)v->data, ldv, kp, vp,
-                                                                      kv->row_bytes, ds, kv->kv_dim);
+                                                                      kv->row_bytes, ds, kv->kv_dim));
     }
-    OB_LAUNCHED();
     return 0;
 }

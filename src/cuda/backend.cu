@@ -79,7 +79,221 @@ static void stage_reset(cuda_backend *c) {
     c->cache_next = 0;
 }
 
+/* ---- CUDA graphs (common.cuh: the recording) ---- */
+
+#define CUDA_GRAPH_SLOTS 4
+
+typedef struct cuda_rec {
+    const void *func;
+    dim3 grid, block;
+    unsigned smem;
+    int nargs;
+    size_t off, bytes;          /* argument bytes in rec_args */
+    uint16_t aoff[24];          /* offset of each argument from off */
+} cuda_rec;
+
+/* A graph built from a recording: a chain of one staging copy and the
+ * kernels, with what it was built from, so the next recording of the same
+ * kernels only updates the nodes that differ. */
+typedef struct cuda_graph_slot {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaGraphNode_t copy;       /* the staging copy */
+    cudaGraphNode_t *nodes;     /* [n] kernels */
+    cuda_rec *recs;
+    uint8_t *args;
+    size_t args_cap;
+    int n;
+    const uint8_t *copy_h;      /* what the staging copy sends: copy_n bytes from copy_h to copy_d */
+    uint8_t *copy_d;
+    size_t copy_n;
+} cuda_graph_slot;
+
+#define REC_MAX_ARGS 24
+
+int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, size_t smem, int nargs,
+                    void *const *args, const size_t *sizes, const size_t *aligns) {
+    if (nargs > REC_MAX_ARGS) return ob_cuda_err(OB_ERR_INTERNAL, "graph recording: a kernel with %d arguments", nargs);
+    if (c->n_recs == c->cap_recs) {
+        const int cap = c->cap_recs ? 2 * c->cap_recs : 1024;
+        cuda_rec *r = (cuda_rec *)realloc(c->recs, (size_t)cap * sizeof *r);
+        if (!r) return ob_cuda_err(OB_ERR_OOM, "graph recording");
+        c->recs = r;
+        c->cap_recs = cap;
+    }
+    size_t need = c->rec_used + 16;
+    for (int i = 0; i < nargs; i++) need += sizes[i] + aligns[i];
+    if (need > c->rec_cap) {
+        size_t cap = c->rec_cap ? 2 * c->rec_cap : 65536;
+        while (cap < need) cap *= 2;
+        uint8_t *p = (uint8_t *)realloc(c->rec_args, cap);
+        if (!p) return ob_cuda_err(OB_ERR_OOM, "graph recording");
+        c->rec_args = p;
+        c->rec_cap = cap;
+    }
+    cuda_rec *r = &c->recs[c->n_recs];
+    memset(r, 0, sizeof *r);
+    r->func = func;
+    r->grid = grid;
+    r->block = block;
+    r->smem = (unsigned)smem;
+    r->nargs = nargs;
+    r->off = (c->rec_used + 15) & ~(size_t)15;
+    size_t o = 0;
+    for (int i = 0; i < nargs; i++) {
+        o = (o + aligns[i] - 1) & ~(aligns[i] - 1);
+        r->aoff[i] = (uint16_t)o;
+        memcpy(c->rec_args + r->off + o, args[i], sizes[i]);
+        o += sizes[i];
+    }
+    r->bytes = o;
+    c->rec_used = r->off + o;
+    c->n_recs++;
+    return 0;
+}
+
+int cuda_graph_begin(cuda_backend *c) {
+    if (!c->graphs || c->recording) return 0;
+    c->recording = true;
+    c->n_recs = 0;
+    c->rec_used = 0;
+    c->rec_stage0 = c->stage_used;
+    return 0;
+}
+
+static void slot_clear(cuda_graph_slot *s) {
+    if (s->exec) cudaGraphExecDestroy(s->exec);
+    if (s->graph) cudaGraphDestroy(s->graph);
+    free(s->nodes);
+    free(s->recs);
+    free(s->args);
+    memset(s, 0, sizeof *s);
+}
+
+/* Kernel node parameters of record r, its arguments in args. */
+static cudaKernelNodeParams rec_params(const cuda_rec *r, const uint8_t *args, void **ptrs) {
+    for (int i = 0; i < r->nargs; i++) ptrs[i] = (void *)(args + r->off + r->aoff[i]);
+    cudaKernelNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.func = (void *)r->func;
+    p.gridDim = r->grid;
+    p.blockDim = r->block;
+    p.sharedMemBytes = r->smem;
+    p.kernelParams = ptrs;
+    return p;
+}
+
+static bool same_kernels(const cuda_graph_slot *s, const cuda_backend *c) {
+    if (!s->exec || s->n != c->n_recs) return false;
+    for (int i = 0; i < s->n; i++)
+        if (s->recs[i].func != c->recs[i].func || s->recs[i].nargs != c->recs[i].nargs) return false;
+    return true;
+}
+
+static bool same_launch(const cuda_rec *a, const uint8_t *aa, const cuda_rec *b, const uint8_t *ba) {
+    return a->grid.x == b->grid.x && a->grid.y == b->grid.y && a->grid.z == b->grid.z && a->block.x == b->block.x &&
+           a->block.y == b->block.y && a->block.z == b->block.z && a->smem == b->smem && a->bytes == b->bytes &&
+           memcmp(aa + a->off, ba + b->off, a->bytes) == 0;
+}
+
+/* Remember what slot s was built from or updated to. */
+static int slot_keep(cuda_backend *c, cuda_graph_slot *s) {
+    if (c->rec_used > s->args_cap) {
+        uint8_t *p = (uint8_t *)realloc(s->args, c->rec_used);
+        if (!p) return ob_cuda_err(OB_ERR_OOM, "graph slot");
+        s->args = p;
+        s->args_cap = c->rec_used;
+    }
+    memcpy(s->args, c->rec_args, c->rec_used);
+    memcpy(s->recs, c->recs, (size_t)c->n_recs * sizeof(cuda_rec));
+    return 0;
+}
+
+static int slot_build(cuda_backend *c, cuda_graph_slot *s, size_t copy_off, size_t copy_n) {
+    slot_clear(s);
+    s->nodes = (cudaGraphNode_t *)calloc((size_t)c->n_recs, sizeof(cudaGraphNode_t));
+    s->recs = (cuda_rec *)malloc((size_t)c->n_recs * sizeof(cuda_rec));
+    if (!s->nodes || !s->recs) {
+        slot_clear(s);
+        return ob_cuda_err(OB_ERR_OOM, "graph of %d kernels", c->n_recs);
+    }
+    s->n = c->n_recs;
+    int rc = 0;
+    cudaError_t e = cudaGraphCreate(&s->graph, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphAddMemcpyNode1D(&s->copy, s->graph, NULL, 0, c->stage_d + copy_off, c->stage_h + copy_off,
+                                     copy_n, cudaMemcpyHostToDevice);
+    cudaGraphNode_t prev = s->copy;
+    void *ptrs[REC_MAX_ARGS];
+    for (int i = 0; i < s->n && e == cudaSuccess; i++) {
+        const cudaKernelNodeParams p = rec_params(&c->recs[i], c->rec_args, ptrs);
+        e = cudaGraphAddKernelNode(&s->nodes[i], s->graph, &prev, 1, &p);
+        prev = s->nodes[i];
+    }
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&s->exec, s->graph, 0);
+    if (e != cudaSuccess) {
+        rc = ob_cuda_fail(e, "building a CUDA graph (cudaGraphAdd*Node / cudaGraphInstantiate)", __FILE__, __LINE__);
+        slot_clear(s);
+        return rc;
+    }
+    s->copy_h = c->stage_h + copy_off;
+    s->copy_d = c->stage_d + copy_off;
+    s->copy_n = copy_n;
+    c->n_instantiations++;
+    return slot_keep(c, s);
+}
+
+int cuda_flush(cuda_backend *c) {
+    if (!c->recording) return 0;
+    c->recording = false;
+    /* what was staged while recording goes in one copy at the head of the graph */
+    const size_t copy_off = c->rec_stage0;
+    size_t copy_n = c->stage_used - c->rec_stage0;
+    if (c->n_recs == 0) {
+        if (copy_n)
+            OB_CU(cudaMemcpyAsync(c->stage_d + copy_off, c->stage_h + copy_off, copy_n, cudaMemcpyHostToDevice,
+                                  c->stream));
+        return 0;
+    }
+    if (copy_n == 0) copy_n = 16 < c->stage_cap - copy_off ? 16 : c->stage_cap - copy_off; /* keep the node */
+    cuda_graph_slot *s = NULL;
+    for (int i = 0; i < CUDA_GRAPH_SLOTS && !s; i++)
+        if (same_kernels(&c->slots[i], c)) s = &c->slots[i];
+    if (s) {
+        /* same kernels: update what moved */
+        cudaError_t e = cudaSuccess;
+        if (s->copy_h != c->stage_h + copy_off || s->copy_d != c->stage_d + copy_off || s->copy_n != copy_n) {
+            e = cudaGraphExecMemcpyNodeSetParams1D(s->exec, s->copy, c->stage_d + copy_off, c->stage_h + copy_off,
+                                                   copy_n, cudaMemcpyHostToDevice);
+            s->copy_h = c->stage_h + copy_off;
+            s->copy_d = c->stage_d + copy_off;
+            s->copy_n = copy_n;
+        }
+        void *ptrs[REC_MAX_ARGS];
+        for (int i = 0; i < s->n && e == cudaSuccess; i++) {
+            if (same_launch(&s->recs[i], s->args, &c->recs[i], c->rec_args)) continue;
+            const cudaKernelNodeParams p = rec_params(&c->recs[i], c->rec_args, ptrs);
+            e = cudaGraphExecKernelNodeSetParams(s->exec, s->nodes[i], &p);
+            c->n_node_updates++;
+        }
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            OB_TRY(slot_build(c, s, copy_off, copy_n)); /* an update the driver refused: build anew */
+        } else {
+            OB_TRY(slot_keep(c, s));
+        }
+    } else {
+        s = &c->slots[c->slot_next];
+        c->slot_next = (c->slot_next + 1) % CUDA_GRAPH_SLOTS;
+        OB_TRY(slot_build(c, s, copy_off, copy_n));
+    }
+    c->n_graphs++;
+    OB_CU(cudaGraphLaunch(s->exec, c->stream));
+    return 0;
+}
+
 int cuda_drain(cuda_backend *c) {
+    OB_TRY(cuda_flush(c));
     const double t0 = c->stats ? now_s() : 0.0;
     OB_CU(cudaStreamSynchronize(c->stream));
     if (c->stats) c->wait_s += now_s() - t0, c->n_drains++;
@@ -119,7 +333,8 @@ int cuda_stage(cuda_backend *c, const void *host, size_t n, const void **dev) {
     }
     const size_t off = c->stage_used;
     memcpy(c->stage_h + off, host, n);
-    OB_CU(cudaMemcpyAsync(c->stage_d + off, c->stage_h + off, n, cudaMemcpyHostToDevice, c->stream));
+    if (!c->recording) /* else the graph's head copy sends it */
+        OB_CU(cudaMemcpyAsync(c->stage_d + off, c->stage_h + off, n, cudaMemcpyHostToDevice, c->stream));
     c->stage_used += need;
     cuda_stage_entry *e = &c->cache[c->cache_next];
     e->off = off;
@@ -160,6 +375,7 @@ static int cuda_alloc(ob_backend *b, size_t n, void **out) {
     cuda_backend *c = cuda_of(b);
     *out = NULL;
     OB_TRY(cuda_enter(c));
+    OB_TRY(cuda_flush(c));
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, n ? n : 1);
     if (e != cudaSuccess) {
@@ -188,6 +404,7 @@ static void cuda_release(ob_backend *b, void *p) {
 static int cuda_upload(ob_backend *b, void *dst, const void *src, size_t n) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
+    OB_TRY(cuda_flush(c)); /* a copy from pageable memory cannot be captured */
     OB_CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
     return 0;
 }
@@ -197,6 +414,7 @@ static int cuda_download(ob_backend *b, void *dst, const void *src, size_t n) {
     OB_TRY(cuda_enter(c));
     /* a copy into pageable memory returns only once the stream has reached
      * it: that wait counts as waiting for the GPU too */
+    OB_TRY(cuda_flush(c));
     const double t0 = c->stats ? now_s() : 0.0;
     OB_CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream));
     if (c->stats) c->wait_s += now_s() - t0;
@@ -206,6 +424,7 @@ static int cuda_download(ob_backend *b, void *dst, const void *src, size_t n) {
 static int cuda_copy(ob_backend *b, void *dst, const void *src, size_t n) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
+    OB_TRY(cuda_flush(c));
     OB_CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->stream));
     return 0;
 }
@@ -242,12 +461,20 @@ static void cuda_free_backend(ob_backend *b) {
     if (!c) return;
     if (c->stats) {
         char msg[256];
-        snprintf(msg, sizeof msg, "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains", c->n_ops,
-                 c->n_drains, c->wait_s);
+        snprintf(msg, sizeof msg,
+                 "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains; %llu graphs launched, "
+                 "%llu built, %llu kernel nodes updated",
+                 c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates);
         log_msg(1, msg);
     }
     cudaSetDevice(c->device);
+    if (c->recording) cuda_flush(c);
     if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->slots)
+        for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) slot_clear(&c->slots[i]);
+    free(c->slots);
+    free(c->recs);
+    free(c->rec_args);
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
@@ -322,6 +549,12 @@ static int backend_init(cuda_backend *c) {
     c->mmv_max = MMV_MAX_DEFAULT;
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
     c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);
+    c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 2;
+    c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
+    if (c->mmvq_want < 1) c->mmvq_want = 32;
+    c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
+    c->slots = (cuda_graph_slot *)calloc(CUDA_GRAPH_SLOTS, sizeof(cuda_graph_slot));
+    if (!c->slots) return ob_cuda_err(OB_ERR_OOM, "CUDA backend");
     const char *env = getenv("OB_CUDA_MMV_MAX");
     if (env && *env) c->mmv_max = atoi(env);
     char msg[512];

@@ -91,6 +91,9 @@ typedef struct cuda_backend {
     size_t attn_scratch_bytes;
     void *q8_scratch;           /* activations quantized for the integer decode kernel (mmvq.cu) */
     size_t q8_scratch_bytes;
+    const void *q8_src;         /* the input q8_scratch holds, made by op number q8_op (mmvq.cu) */
+    int64_t q8_n, q8_nin;
+    unsigned long long q8_op;
     /* Host scratch for building the attention token table. */
     void *host_tmp;
     size_t host_tmp_bytes;
@@ -107,8 +110,29 @@ typedef struct cuda_backend {
     unsigned long long n_ops, n_drains;
     double wait_s;
     int mmv_max;                /* batches up to this go through the matrix-vector kernels */
+    int mmvq_u, mmvq_want;      /* tuning of the integer kernel (mmvq.cu): chunks in flight, warps wanted per SM */
     bool mmvq;                  /* integer kernels for the types mmvq.cuh has (OB_CUDA_MMVQ=0: off) */
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
+
+    /* CUDA graphs (OB_CUDA_GRAPHS=0: off). A forward pass of a small batch
+     * is recorded from its first op (get_rows) to the next point where the
+     * host needs the stream (a download, a drain, a cuBLAS product): kernel
+     * launches go into a list (cuda_launch) instead of the stream, the
+     * arrays staged meanwhile are sent by one copy at the head of the graph.
+     * At the end the list is compared with the graph built for the same
+     * kernels last time: only the nodes whose arguments or grid changed are
+     * updated (the attention's length, say), and the graph is launched -
+     * one launch per step instead of hundreds, the GPU running the kernels
+     * back to back. A different list of kernels builds a new graph. */
+    bool graphs, recording;
+    size_t rec_stage0;           /* staging ring offset where the recording began */
+    struct cuda_rec *recs;       /* the launches recorded so far */
+    int n_recs, cap_recs;
+    uint8_t *rec_args;           /* their argument bytes */
+    size_t rec_used, rec_cap;
+    struct cuda_graph_slot *slots;  /* CUDA_GRAPH_SLOTS graphs built earlier */
+    int slot_next;
+    unsigned long long n_graphs, n_node_updates, n_instantiations;
 } cuda_backend;
 
 static inline cuda_backend *cuda_of(ob_backend *b) { return (cuda_backend *)b; }
@@ -121,6 +145,36 @@ int cuda_enter(cuda_backend *c);
 int cuda_stage(cuda_backend *c, const void *host, size_t n, const void **dev);
 /* Wait for the stream, then recycle the staging ring. */
 int cuda_drain(cuda_backend *c);
+/* Start recording the launches that follow into a graph (when graphs are on
+ * and no recording is running). */
+int cuda_graph_begin(cuda_backend *c);
+/* End a running recording: update or build its graph and launch it; a no-op
+ * otherwise. Called before anything that is not a kernel launch (host
+ * waits, copies, cuBLAS). */
+int cuda_flush(cuda_backend *c);
+/* Record one launch: its function, shape and the bytes of each argument. */
+int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, size_t smem, int nargs,
+                    void *const *args, const size_t *sizes, const size_t *aligns);
+
+template <class T> struct ob_ident {
+    typedef T type;
+};
+
+/* Launch kernel k (or record it while a graph is being recorded). The
+ * arguments convert to the kernel's parameter types first, so a recorded
+ * launch keeps exactly the bytes the kernel would get. */
+template <typename... P>
+static inline int cuda_launch(cuda_backend *c, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+                              typename ob_ident<P>::type... a) {
+    if (c->recording) {
+        void *args[] = {(void *)&a..., NULL};
+        const size_t sizes[] = {sizeof(P)..., 0}, aligns[] = {alignof(P)..., 1};
+        return cuda_rec_kernel(c, (const void *)k, grid, block, smem, (int)sizeof...(P), args, sizes, aligns);
+    }
+    k<<<grid, block, smem, c->stream>>>(a...);
+    OB_CU(cudaGetLastError());
+    return 0;
+}
 /* Grow a device scratch buffer to at least n bytes (drains first when it must move). */
 int cuda_scratch(cuda_backend *c, void **buf, size_t *cap, size_t n);
 /* Grow the host scratch buffer. */

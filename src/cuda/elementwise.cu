@@ -51,13 +51,12 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
     const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
     const float *wd = w ? (const float *)w->data : NULL;
     if (group <= 1024) {
-        rms_norm_kernel<true><<<ob_div_up((size_t)total, 8), 256, 0, c->stream>>>(
-            (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps);
+        OB_TRY(cuda_launch(c, rms_norm_kernel<true>, ob_div_up((size_t)total, 8), 256, 0, 
+            (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps));
     } else {
-        rms_norm_kernel<false><<<(unsigned)total, 1024, 0, c->stream>>>((const float *)x->data, ldx, (float *)out->data,
-                                                                        ldy, wd, group, gpr, total, eps);
+        OB_TRY(cuda_launch(c, rms_norm_kernel<false>, (unsigned)total, 1024, 0, (const float *)x->data, ldx, (float *)out->data,
+                                                                        ldy, wd, group, gpr, total, eps));
     }
-    OB_LAUNCHED();
     return 0;
 }
 
@@ -91,10 +90,9 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: weight and bias must be f32");
     if (x->ne[1] <= 0) return 0;
     if (x->ne[1] > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: %lld rows", (long long)x->ne[1]);
-    layer_norm_kernel<<<(unsigned)x->ne[1], 256, 0, c->stream>>>(
+    OB_TRY(cuda_launch(c, layer_norm_kernel, (unsigned)x->ne[1], 256, 0, 
         (const float *)x->data, (int64_t)(x->nb[1] / 4), (float *)out->data, (int64_t)(out->nb[1] / 4),
-        w ? (const float *)w->data : NULL, bias ? (const float *)bias->data : NULL, x->ne[0], eps);
-    OB_LAUNCHED();
+        w ? (const float *)w->data : NULL, bias ? (const float *)bias->data : NULL, x->ne[0], eps));
     return 0;
 }
 
@@ -174,10 +172,9 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     const void *d_pos = (const char *)d_tab + tab_bytes;
     const int threads = 128;
     dim3 grid(ob_div_up((size_t)half * (size_t)n_head, (size_t)threads), (unsigned)n);
-    rope_kernel<<<grid, threads, 0, c->stream>>>((float *)x->data, (int64_t)(x->nb[1] / 4), n_head, head_dim, half,
+    OB_TRY(cuda_launch(c, rope_kernel, grid, threads, 0, (float *)x->data, (int64_t)(x->nb[1] / 4), n_head, head_dim, half,
                                                  p->mode == OB_ROPE_NEOX, (const int32_t *)d_pos,
-                                                 (const float *)d_tab, p->freq_scale, mscale, ext);
-    OB_LAUNCHED();
+                                                 (const float *)d_tab, p->freq_scale, mscale, ext));
     return 0;
 }
 
@@ -213,10 +210,9 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
     OB_TRY(cuda_enter(c));
     const int64_t d = gate->ne[0], total = d * gate->ne[1];
     if (total <= 0) return 0;
-    glu_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>(
+    OB_TRY(cuda_launch(c, glu_kernel, ew_grid(total, c), 256, 0, 
         (int)act, (const float *)gate->data, (int64_t)(gate->nb[1] / 4), up ? (const float *)up->data : NULL,
-        up ? (int64_t)(up->nb[1] / 4) : 0, (float *)out->data, (int64_t)(out->nb[1] / 4), d, total);
-    OB_LAUNCHED();
+        up ? (int64_t)(up->nb[1] / 4) : 0, (float *)out->data, (int64_t)(out->nb[1] / 4), d, total));
     return 0;
 }
 
@@ -236,10 +232,9 @@ int cuda_op_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tenso
     const int64_t d = a->ne[0], total = d * a->ne[1];
     if (total <= 0) return 0;
     const int64_t ldb = bb->ne[1] == 1 && a->ne[1] != 1 ? 0 : (int64_t)(bb->nb[1] / 4); /* broadcast row */
-    add_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>((const float *)a->data, (int64_t)(a->nb[1] / 4),
+    OB_TRY(cuda_launch(c, add_kernel, ew_grid(total, c), 256, 0, (const float *)a->data, (int64_t)(a->nb[1] / 4),
                                                          (const float *)bb->data, ldb, (float *)out->data,
-                                                         (int64_t)(out->nb[1] / 4), d, total);
-    OB_LAUNCHED();
+                                                         (int64_t)(out->nb[1] / 4), d, total));
     return 0;
 }
 
@@ -255,9 +250,8 @@ int cuda_op_scale(ob_backend *b, const ob_tensor *x, float s, ob_tensor *out) {
     OB_TRY(cuda_enter(c));
     const int64_t d = x->ne[0], total = d * x->ne[1];
     if (total <= 0) return 0;
-    scale_kernel<<<ew_grid(total, c), 256, 0, c->stream>>>((const float *)x->data, (int64_t)(x->nb[1] / 4), s,
-                                                           (float *)out->data, (int64_t)(out->nb[1] / 4), d, total);
-    OB_LAUNCHED();
+    OB_TRY(cuda_launch(c, scale_kernel, ew_grid(total, c), 256, 0, (const float *)x->data, (int64_t)(x->nb[1] / 4), s,
+                                                           (float *)out->data, (int64_t)(out->nb[1] / 4), d, total));
     return 0;
 }
 
@@ -282,9 +276,8 @@ int cuda_op_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx, i
     OB_TRY(cuda_stage(c, idx, (size_t)n * sizeof(int32_t), &d_idx));
     const int64_t d = x->ne[0];
     dim3 grid(ob_div_up((size_t)d, 256), (unsigned)n);
-    gather_kernel<<<grid, 256, 0, c->stream>>>((const float *)x->data, (int64_t)(x->nb[1] / 4),
+    OB_TRY(cuda_launch(c, gather_kernel, grid, 256, 0, (const float *)x->data, (int64_t)(x->nb[1] / 4),
                                                (const int32_t *)d_idx, (float *)out->data, (int64_t)(out->nb[1] / 4),
-                                               d);
-    OB_LAUNCHED();
+                                               d));
     return 0;
 }

@@ -65,6 +65,8 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
             return ob_cuda_err(OB_ERR_RANGE, "token id %d is outside the vocabulary of %lld", ids[i],
                                (long long)table->ne[1]);
     if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "get_rows: %lld rows in one call", (long long)n);
+    /* the embedding lookup starts a forward pass: capture a small batch's into a graph */
+    if (n <= c->mmv_max) OB_TRY(cuda_graph_begin(c));
     const void *d_ids;
     OB_TRY(cuda_stage(c, ids, (size_t)n * sizeof(int32_t), &d_ids));
     const int64_t ne0 = table->ne[0], ldo = (int64_t)(out->nb[1] / sizeof(float));
@@ -74,9 +76,8 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
     if (ne0 % 8 != 0) {
         if (!is_float_type((int)table->type)) return ob_cuda_err(OB_ERR_INTERNAL, "get_rows: row of %lld", (long long)ne0);
         dim3 grid(ob_div_up((size_t)ne0, threads), (unsigned)n);
-        get_rows_float_kernel<<<grid, threads, 0, c->stream>>>((int)table->type, tab, table->nb[1], ne0,
-                                                                (const int32_t *)d_ids, o, ldo);
-        OB_LAUNCHED();
+        OB_TRY(cuda_launch(c, get_rows_float_kernel, grid, threads, 0, (int)table->type, tab, table->nb[1], ne0,
+                                                                (const int32_t *)d_ids, o, ldo));
         return 0;
     }
     const int64_t nch = ne0 / 8;
@@ -84,14 +85,13 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
     switch ((int)table->type) {
 #define OB_CASE(T)                                                                                          \
     case T:                                                                                                 \
-        get_rows_kernel<T><<<grid, threads, 0, c->stream>>>(tab, table->nb[1], nch, (const int32_t *)d_ids, o, \
-                                                            ldo, c->luts);                                  \
+        OB_TRY(cuda_launch(c, get_rows_kernel<T>, grid, threads, 0, tab, table->nb[1], nch, (const int32_t *)d_ids, o, \
+                                                            ldo, c->luts));                                  \
         break;
         OB_CUDA_FOR_EACH_TYPE(OB_CASE)
 #undef OB_CASE
     default: return ob_cuda_err(OB_ERR_INTERNAL, "get_rows: type %d", (int)table->type);
     }
-    OB_LAUNCHED();
     return 0;
 }
 
@@ -128,21 +128,19 @@ static int dequant_rows(cuda_backend *c, const ob_tensor *w, int64_t r0, int64_t
     const uint8_t *src = (const uint8_t *)w->data + (size_t)r0 * w->nb[1];
     const int threads = 256;
     if (ne0 % 8 != 0) {
-        dequant_float_kernel<<<grid_for(rows * ne0, threads, c), threads, 0, c->stream>>>((int)w->type, src, w->nb[1],
-                                                                                         ne0, rows, dst);
-        OB_LAUNCHED();
+        OB_TRY(cuda_launch(c, dequant_float_kernel, grid_for(rows * ne0, threads, c), threads, 0, (int)w->type, src, w->nb[1],
+                                                                                         ne0, rows, dst));
         return 0;
     }
     const int64_t nch = ne0 / 8;
     const unsigned grid = grid_for(rows * nch, threads, c);
     switch ((int)w->type) {
 #define OB_CASE(T)                                                                                       \
-    case T: dequant_kernel<T><<<grid, threads, 0, c->stream>>>(src, w->nb[1], nch, rows, dst, c->luts); break;
+    case T: OB_TRY(cuda_launch(c, dequant_kernel<T>, grid, threads, 0, src, w->nb[1], nch, rows, dst, c->luts)); break;
         OB_CUDA_FOR_EACH_TYPE(OB_CASE)
 #undef OB_CASE
     default: return ob_cuda_err(OB_ERR_INTERNAL, "dequant: type %d", (int)w->type);
     }
-    OB_LAUNCHED();
     return 0;
 }
 
@@ -161,6 +159,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
     const int64_t ldb = (int64_t)(x->nb[1] / sizeof(float)), ldc = (int64_t)(out->nb[1] / sizeof(float));
     if (nin > INT32_MAX || nout > INT32_MAX || n > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul '%s': too large for one cuBLAS call", w->name ? w->name : "?");
+    OB_TRY(cuda_flush(c)); /* cuBLAS runs outside graphs */
     const float one = 1.0f, zero = 0.0f;
     if (w->type == OB_TYPE_F32 && w->nb[1] % sizeof(float) == 0) {
         /* F32 weights: plain FP32 (no TF32), the most exact path */
@@ -183,9 +182,8 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         }
     }
     if (bias) {
-        add_bias_kernel<<<grid_for(n * nout, 256, c), 256, 0, c->stream>>>((float *)out->data, ldc, nout, n,
-                                                                           (const float *)bias->data);
-        OB_LAUNCHED();
+        OB_TRY(cuda_launch(c, add_bias_kernel, grid_for(n * nout, 256, c), 256, 0, (float *)out->data, ldc, nout, n,
+                                                                           (const float *)bias->data));
     }
     return 0;
 }

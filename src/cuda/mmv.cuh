@@ -144,17 +144,16 @@ template <int T> int mmv_launch(cuda_backend *c, const mmv_args *a) {
     const unsigned grid = ob_div_up((size_t)a->nout, (size_t)(MMV_WARPS / wpr));
     const dim3 block(MMV_WARPS * OB_WARP);
     switch (a->n) {
-    case 1: mmv_kernel<T, 1><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 2: mmv_kernel<T, 2><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 3: mmv_kernel<T, 3><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 4: mmv_kernel<T, 4><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 5: mmv_kernel<T, 5><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 6: mmv_kernel<T, 6><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 7: mmv_kernel<T, 7><<<grid, block, 0, c->stream>>>(*a, wpr); break;
-    case 8: mmv_kernel<T, 8><<<grid, block, 0, c->stream>>>(*a, wpr); break;
+    case 1: OB_TRY(cuda_launch(c, mmv_kernel<T, 1>, grid, block, 0, *a, wpr)); break;
+    case 2: OB_TRY(cuda_launch(c, mmv_kernel<T, 2>, grid, block, 0, *a, wpr)); break;
+    case 3: OB_TRY(cuda_launch(c, mmv_kernel<T, 3>, grid, block, 0, *a, wpr)); break;
+    case 4: OB_TRY(cuda_launch(c, mmv_kernel<T, 4>, grid, block, 0, *a, wpr)); break;
+    case 5: OB_TRY(cuda_launch(c, mmv_kernel<T, 5>, grid, block, 0, *a, wpr)); break;
+    case 6: OB_TRY(cuda_launch(c, mmv_kernel<T, 6>, grid, block, 0, *a, wpr)); break;
+    case 7: OB_TRY(cuda_launch(c, mmv_kernel<T, 7>, grid, block, 0, *a, wpr)); break;
+    case 8: OB_TRY(cuda_launch(c, mmv_kernel<T, 8>, grid, block, 0, *a, wpr)); break;
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmv: %d tokens (1..8)", a->n);
     }
-    OB_LAUNCHED();
     return 0;
 }
 

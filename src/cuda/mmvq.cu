@@ -31,9 +31,11 @@ __global__ void q8_act_kernel(const float *__restrict__ x, int64_t ldx, int64_t 
     if (lane == 0) dx[t * nb + b] = d;
 }
 
-template <int T, int NT>
+/* U chunks per lane per round: their weight loads are all issued before
+ * any of them is used, so a lane keeps U * 16-32 bytes in flight. */
+template <int T, int NT, int U>
 __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
-    mmvq_kernel(const uint8_t *__restrict__ w, size_t nb1, int64_t nblocks, int nout, q8_act a,
+    mmvq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nch, int nout, q8_act a,
                 const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, int wpr) {
     typedef ob_qdot<T> Q;
     __shared__ float red[MMVQ_WARPS][NT];
@@ -44,11 +46,15 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     if (row < nout) {
         const uint8_t *wr = w + (size_t)row * nb1;
-        const int64_t units = nblocks * Q::UNITS, step = (int64_t)OB_WARP * wpr;
-#pragma unroll 4
-        for (int64_t u = (int64_t)sub * OB_WARP + lane; u < units; u += step) {
-            const int64_t blk = u / Q::UNITS;
-            Q::template unit<NT>(wr + (size_t)blk * Q::BYTES, (int)(u % Q::UNITS), blk, a, acc);
+        const int step = OB_WARP * wpr;
+        for (int c0 = sub * OB_WARP + lane; c0 < nch; c0 += step * U) {
+            typename Q::raw r[U];
+#pragma unroll
+            for (int k = 0; k < U; k++)
+                if (c0 + k * step < nch) Q::load(wr, c0 + k * step, r[k]);
+#pragma unroll
+            for (int k = 0; k < U; k++)
+                if (c0 + k * step < nch) Q::template dot<NT>(r[k], c0 + k * step, a, acc);
         }
     }
 #pragma unroll
@@ -76,31 +82,44 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
 template <int T>
 static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a, int n,
                        const float *bias, float *out, int64_t ldo) {
-    const int64_t want = (int64_t)c->n_sm * 32;
+    const int64_t want = (int64_t)c->n_sm * c->mmvq_want;
     int wpr = nout >= want ? 1 : 2 * nout >= want ? 2 : 4;
     const int64_t nblocks = nin / ob_qdot<T>::QK;
-    while (wpr > 1 && nblocks * ob_qdot<T>::UNITS < (int64_t)OB_WARP * wpr) wpr /= 2;
+    const int nch = (int)(nblocks * ob_qdot<T>::CHUNKS);
+    while (wpr > 1 && nch < OB_WARP * wpr) wpr /= 2;
     const unsigned grid = ob_div_up((size_t)nout, (size_t)(MMVQ_WARPS / wpr));
     const dim3 block(MMVQ_WARPS * OB_WARP);
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t nb1 = w->nb[1];
     const int no = (int)nout;
+    if (n == 1) { /* chunks in flight per lane: 2 measured best on an H200 (OB_CUDA_MMVQ_U = 2, 4 or 8) */
+        if (c->mmvq_u >= 8)
+            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 8>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
+        else if (c->mmvq_u >= 4)
+            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 4>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
+        else
+            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 2>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
+        return 0;
+    }
     switch (n) {
-#define OB_N(N) \
-    case N: mmvq_kernel<T, N><<<grid, block, 0, c->stream>>>(wd, nb1, nblocks, no, a, bias, out, ldo, wpr); break;
+#define OB_N(N)                                                                                                  \
+    case N:                                                                                                      \
+        OB_TRY(cuda_launch(c, mmvq_kernel<T, N, (N <= 2 ? 4 : 2)>, grid, block, 0, wd, nb1, nch, no, a, bias, out, \
+                           ldo, wpr));                                                                           \
+        break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: %d tokens (1..8)", n);
     }
-    OB_LAUNCHED();
     return 0;
 }
 
 bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     if (!c->mmvq || n > c->mmv_max || !ob_qdot_has((int)w->type)) return false;
     const int64_t qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 ? 32 : 256;
-    /* 4-byte code loads of the K types need rows at 4-byte multiples (Q6_K reads in 2-byte halves) */
-    return w->ne[0] % qk == 0 && (w->type == OB_TYPE_Q6_K || w->nb[1] % 4 == 0) && ((uintptr_t)w->data % 4) == 0;
+    /* Q4_K and Q5_K are read in 16-byte pieces, the others in 2-byte ones */
+    const size_t align = w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K ? 16 : 2;
+    return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
 }
 
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
@@ -110,11 +129,19 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     OB_TRY(cuda_scratch(c, &c->q8_scratch, &c->q8_scratch_bytes, qbytes + (size_t)(n * nb) * sizeof(float)));
     int8_t *qx = (int8_t *)c->q8_scratch;
     float *dx = (float *)((uint8_t *)c->q8_scratch + qbytes);
-    const int64_t warps = n * nb;
-    q8_act_kernel<<<ob_div_up((size_t)warps, 8), 256, 0, c->stream>>>((const float *)x->data,
-                                                                       (int64_t)(x->nb[1] / sizeof(float)), nin,
-                                                                       (int)n, qx, dx);
-    OB_LAUNCHED();
+    /* Products that follow one another on the same input (q, k and v; gate
+     * and up) quantize it once: nothing else ran in between (the op count
+     * moved by one), so the input and the q8 copy are unchanged. */
+    const bool same = c->q8_src == x->data && c->q8_n == n && c->q8_nin == nin && c->q8_op + 1 == c->n_ops;
+    if (!same) {
+        const int64_t warps = n * nb;
+        OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0, 
+            (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
+    }
+    c->q8_src = x->data;
+    c->q8_n = n;
+    c->q8_nin = nin;
+    c->q8_op = c->n_ops;
     const int64_t ldo = (int64_t)(out->nb[1] / sizeof(float));
     const float *bd = bias ? (const float *)bias->data : NULL;
     for (int64_t t0 = 0; t0 < n; t0 += 8) {

@@ -17,11 +17,20 @@
  * dx = max|x| / 127 over the 32 and qx = round(x / dx). This is the same
  * rounding the CPU's Q8_0 activation blocks use.
  *
- * A "unit" is what one lane does per step: a fixed run of weights of one
- * block (UW of them) and the activation bytes they meet. Consecutive lanes
- * take consecutive units, so a warp's loads of a block's codes are
- * contiguous. unit(blk, p, ...) returns the unit's contribution to the dot
- * product for each of NT tokens.
+ * A "chunk" is what one lane does per step: 32 weights of one block (16
+ * for Q8_0), the code bytes that hold them and the activation bytes they
+ * meet. Each type splits the work in two so the kernel can issue the
+ * weight loads of several chunks before it computes with any of them (the
+ * bytes in flight are what hide memory latency):
+ *
+ *     load(row, c, r)        the chunk's weight bytes into registers r
+ *     dot<NT>(r, c, a, acc)  its contribution for each of NT tokens
+ *
+ * Blocks whose size is a multiple of 16 (Q4_K 144, Q5_K 176) are read with
+ * one 16-byte load for the scales and one per 16 code bytes; consecutive
+ * lanes take consecutive chunks, so a warp's loads are contiguous. Q4_0,
+ * Q8_0 (18 and 34 bytes) and Q6_K (210) blocks are only 2-byte aligned and
+ * are read in 16-bit pieces.
  */
 #ifndef OB_CUDA_MMVQ_CUH
 #define OB_CUDA_MMVQ_CUH
@@ -48,123 +57,179 @@ OB_QFN uint32_t ob_vsub4(uint32_t a, uint32_t b) {
 #endif
 }
 
-OB_QFN uint32_t ld_u32_a4(const uint8_t *p) { return *(const uint32_t *)p; }
-OB_QFN int ld_i32_x(const int8_t *p) { return *(const int *)p; } /* activation bytes: 4-aligned */
+/* Bytes of the 8-byte value (hi:lo) picked by the nibbles of sel, as __byte_perm. */
+OB_QFN uint32_t ob_byte_perm(uint32_t lo, uint32_t hi, uint32_t sel) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(lo, hi, sel);
+#else
+    const uint64_t v = (uint64_t)hi << 32 | lo;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (uint32_t)((v >> (8 * ((sel >> (4 * k)) & 7))) & 0xffu) << (8 * k);
+    return r;
+#endif
+}
 
-/* Activations of NT tokens: qx[t * ldq + i], dx[t * ldd + i / 32]. */
+OB_QFN uint4 ld_u128(const uint8_t *p) { return *(const uint4 *)p; } /* 16-byte aligned */
+OB_QFN int4 ld_x128(const int8_t *p) { return *(const int4 *)p; }    /* activation bytes: 16-aligned */
+OB_QFN int2 ld_x64(const int8_t *p) { return *(const int2 *)p; }     /* 8-aligned */
+
+/* Activations of NT tokens: qx[t * ldq + i], dx[t * ldd + i / 32]. ldq is a
+ * multiple of 32 and ldd of 8 (K-quant rows) or 1, so the vector loads
+ * below stay aligned. */
 struct q8_act {
     const int8_t *qx;
     const float *dx;
     int64_t ldq, ldd;
 };
 
+/* Sum of the 16 bytes of x times the 16 nibbles/bytes in w (4 words each). */
+OB_QFN int dot16(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, const int4 &x) {
+    return ob_dp4a(w3, (uint32_t)x.w, ob_dp4a(w2, (uint32_t)x.z, ob_dp4a(w1, (uint32_t)x.y, ob_dp4a(w0, (uint32_t)x.x, 0))));
+}
+OB_QFN int sum16(const int4 &x) { return dot16(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u, x); }
+
 template <int T> struct ob_qdot;
 
-/* Q4_0: d, then 16 bytes whose low nibbles are elements 0..15 and high
- * nibbles 16..31, value q - 8. Unit: 4 code bytes = elements 4p..4p+3 and
- * 16+4p..16+4p+3. */
+/* Q4_0 (18 bytes: d, 16 bytes whose low nibbles are elements 0..15 and high
+ * nibbles 16..31, value q - 8). Chunk: one block. */
 template <> struct ob_qdot<OB_TYPE_Q4_0> {
-    static constexpr int QK = 32, BYTES = 18, UNITS = 4;
-    template <int NT> OB_QFN void unit(const uint8_t *b, int p, int64_t blk, const q8_act &a, float *acc) {
-        const float d = ob_h2f((uint16_t)ld_u16(b));
-        const uint32_t w = ld_u32_a2(b + 2 + 4 * p);
-        const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+    static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
+    struct raw {
+        uint32_t q[4], d;
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)c * BYTES;
+        r.d = ld_u16(b);
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 4 * i);
+    }
+    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
+        const float d = ob_h2f((uint16_t)r.d);
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo[i] = r.q[i] & 0x0F0F0F0Fu, hi[i] = (r.q[i] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
         for (int t = 0; t < NT; t++) {
-            const int8_t *q = a.qx + t * a.ldq + blk * 32;
-            const int x0 = ld_i32_x(q + 4 * p), x1 = ld_i32_x(q + 16 + 4 * p);
-            const int s = ob_dp4a(lo, (uint32_t)x0, ob_dp4a(hi, (uint32_t)x1, 0));
-            const int sx = ob_dp4a(0x01010101u, (uint32_t)x0, ob_dp4a(0x01010101u, (uint32_t)x1, 0));
-            acc[t] += d * a.dx[t * a.ldd + blk] * (float)(s - 8 * sx);
+            const int8_t *q = a.qx + t * a.ldq + (int64_t)c * 32;
+            const int4 x0 = ld_x128(q), x1 = ld_x128(q + 16);
+            const int s = dot16(lo[0], lo[1], lo[2], lo[3], x0) + dot16(hi[0], hi[1], hi[2], hi[3], x1);
+            const int sx = sum16(x0) + sum16(x1);
+            acc[t] += d * a.dx[t * a.ldd + c] * (float)(s - 8 * sx);
         }
     }
 };
 
-/* Q8_0: d, then 32 signed bytes. Unit: 8 of them. */
+/* Q8_0 (34 bytes: d, 32 signed bytes). Chunk: half a block (16 bytes). */
 template <> struct ob_qdot<OB_TYPE_Q8_0> {
-    static constexpr int QK = 32, BYTES = 34, UNITS = 4;
-    template <int NT> OB_QFN void unit(const uint8_t *b, int p, int64_t blk, const q8_act &a, float *acc) {
-        const float d = ob_h2f((uint16_t)ld_u16(b));
-        const uint32_t w0 = ld_u32_a2(b + 2 + 8 * p), w1 = ld_u32_a2(b + 6 + 8 * p);
+    static constexpr int QK = 32, BYTES = 34, CHUNKS = 2;
+    struct raw {
+        uint32_t q[4], d;
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 1) * BYTES;
+        r.d = ld_u16(b);
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 16 * (c & 1) + 4 * i);
+    }
+    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
+        const float d = ob_h2f((uint16_t)r.d);
+#pragma unroll
         for (int t = 0; t < NT; t++) {
-            const int8_t *q = a.qx + t * a.ldq + blk * 32 + 8 * p;
-            const int s = ob_dp4a(w0, (uint32_t)ld_i32_x(q), ob_dp4a(w1, (uint32_t)ld_i32_x(q + 4), 0));
-            acc[t] += d * a.dx[t * a.ldd + blk] * (float)s;
+            const int4 x = ld_x128(a.qx + t * a.ldq + (int64_t)c * 16);
+            acc[t] += d * a.dx[t * a.ldd + (c >> 1)] * (float)dot16(r.q[0], r.q[1], r.q[2], r.q[3], x);
         }
     }
 };
 
-/* Q4_K / Q5_K sub-block scale and min (6 bits each), as get_scale_min. */
-OB_QFN void kq_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
+/* Byte k (0..11) of a K-quant's 12 scale bytes, which sit in words y, z, w
+ * of the block's first 16 bytes. */
+OB_QFN uint32_t kq_sc(const uint4 &h, int k) {
+    const uint32_t w = k < 4 ? h.y : k < 8 ? h.z : h.w;
+    return (w >> (8 * (k & 3))) & 0xffu;
+}
+
+/* Q4_K / Q5_K sub-block s's 6-bit scale and min, as get_scale_min. */
+OB_QFN void kq_scale_min(const uint4 &h, int s, int *scale, int *min) {
     if (s < 4) {
-        *scale = sc[s] & 63;
-        *min = sc[s + 4] & 63;
+        *scale = (int)(kq_sc(h, s) & 63);
+        *min = (int)(kq_sc(h, s + 4) & 63);
     } else {
-        *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-        *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+        *scale = (int)((kq_sc(h, s + 4) & 0xF) | ((kq_sc(h, s - 4) >> 6) << 4));
+        *min = (int)((kq_sc(h, s + 4) >> 4) | ((kq_sc(h, s) >> 6) << 4));
+    }
+}
+
+/* The shared tail of Q4_K and Q5_K: lo/hi hold 16 elements of sub-blocks
+ * 2g and 2g+1 (positions 16j..16j+15 of each); element = d sc q - dmin m. */
+template <int NT>
+OB_QFN void kq_dot(const uint4 &h, const uint32_t *lo, const uint32_t *hi, int c, const q8_act &a, float *acc) {
+    const int64_t blk = c >> 3;
+    const int g = (c & 7) >> 1, j = c & 1;
+    const float d = ob_h2f((uint16_t)(h.x & 0xffffu)), dmin = ob_h2f((uint16_t)(h.x >> 16));
+    int sc0, m0, sc1, m1;
+    kq_scale_min(h, 2 * g, &sc0, &m0);
+    kq_scale_min(h, 2 * g + 1, &sc1, &m1);
+    const float ds0 = d * (float)sc0, dm0 = dmin * (float)m0, ds1 = d * (float)sc1, dm1 = dmin * (float)m1;
+    const int64_t xb = blk * 8 + 2 * g; /* 32-element activation blocks of the two sub-blocks */
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const int8_t *q0 = a.qx + t * a.ldq + xb * 32 + 16 * j;
+        const int4 x0 = ld_x128(q0), x1 = ld_x128(q0 + 32);
+        const int s0 = dot16(lo[0], lo[1], lo[2], lo[3], x0), s1 = dot16(hi[0], hi[1], hi[2], hi[3], x1);
+        const int z0 = sum16(x0), z1 = sum16(x1);
+        const float2 dx = *(const float2 *)(a.dx + t * a.ldd + xb);
+        acc[t] += dx.x * (ds0 * (float)s0 - dm0 * (float)z0) + dx.y * (ds1 * (float)s1 - dm1 * (float)z1);
     }
 }
 
 /* Q4_K (144 bytes: d, dmin, 12 scale bytes, 128 code bytes). Group g of 64
- * elements: code bytes 32g..32g+31, low nibbles = sub-block 2g, high = 2g+1;
- * element = d * sc * q - dmin * m. Unit p (16 per block): group p/4, code
- * bytes 32g + 8(p%4) .. +8: 8 elements of each of the two sub-blocks. */
+ * elements: code bytes 32g..32g+31, low nibbles = sub-block 2g, high = 2g+1.
+ * Chunk c (8 per block): group g = c/2, code bytes 32g + 16j .. +16 (j = c%2):
+ * 16 elements of each of the two sub-blocks. */
 template <> struct ob_qdot<OB_TYPE_Q4_K> {
-    static constexpr int QK = 256, BYTES = 144, UNITS = 16;
-    template <int NT> OB_QFN void unit(const uint8_t *b, int p, int64_t blk, const q8_act &a, float *acc) {
-        const int g = p / 4, j = p % 4;
-        const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
-        int sc0, m0, sc1, m1;
-        kq_scale_min(b + 4, 2 * g, &sc0, &m0);
-        kq_scale_min(b + 4, 2 * g + 1, &sc1, &m1);
-        const uint8_t *qs = b + 16 + 32 * g + 8 * j;
-        const uint32_t c0 = ld_u32_a4(qs), c1 = ld_u32_a4(qs + 4);
-        const uint32_t l0 = c0 & 0x0F0F0F0Fu, l1 = c1 & 0x0F0F0F0Fu;
-        const uint32_t h0 = (c0 >> 4) & 0x0F0F0F0Fu, h1 = (c1 >> 4) & 0x0F0F0F0Fu;
-        const float ds0 = d * (float)sc0, dm0 = dmin * (float)m0, ds1 = d * (float)sc1, dm1 = dmin * (float)m1;
-        for (int t = 0; t < NT; t++) {
-            const int64_t xb = blk * 8 + 2 * g; /* 32-element activation blocks of the two sub-blocks */
-            const int8_t *q0 = a.qx + t * a.ldq + xb * 32 + 8 * j, *q1 = q0 + 32;
-            const uint32_t x00 = (uint32_t)ld_i32_x(q0), x01 = (uint32_t)ld_i32_x(q0 + 4);
-            const uint32_t x10 = (uint32_t)ld_i32_x(q1), x11 = (uint32_t)ld_i32_x(q1 + 4);
-            const int s0 = ob_dp4a(l0, x00, ob_dp4a(l1, x01, 0)), s1 = ob_dp4a(h0, x10, ob_dp4a(h1, x11, 0));
-            const int z0 = ob_dp4a(0x01010101u, x00, ob_dp4a(0x01010101u, x01, 0));
-            const int z1 = ob_dp4a(0x01010101u, x10, ob_dp4a(0x01010101u, x11, 0));
-            const float *dx = a.dx + t * a.ldd + xb;
-            acc[t] += dx[0] * (ds0 * (float)s0 - dm0 * (float)z0) + dx[1] * (ds1 * (float)s1 - dm1 * (float)z1);
-        }
+    static constexpr int QK = 256, BYTES = 144, CHUNKS = 8;
+    struct raw {
+        uint4 h, q;
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
+        r.h = ld_u128(b);
+        r.q = ld_u128(b + 16 + 16 * (c & 7));
+    }
+    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
+        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+        kq_dot<NT>(r.h, lo, hi, c, a, acc);
     }
 };
 
 /* Q5_K (176 bytes: d, dmin, 12 scale bytes, 32 high-bit bytes, 128 code
  * bytes): as Q4_K, plus bit 2g (low nibbles) or 2g+1 (high nibbles) of
- * high-bit byte l adds 16 to element l of the group's sub-blocks. */
+ * high-bit byte l adds 16 to element l of the group's sub-blocks. A chunk's
+ * 16 positions use high-bit bytes 16j .. 16j+15. */
 template <> struct ob_qdot<OB_TYPE_Q5_K> {
-    static constexpr int QK = 256, BYTES = 176, UNITS = 16;
-    template <int NT> OB_QFN void unit(const uint8_t *b, int p, int64_t blk, const q8_act &a, float *acc) {
-        const int g = p / 4, j = p % 4;
-        const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
-        int sc0, m0, sc1, m1;
-        kq_scale_min(b + 4, 2 * g, &sc0, &m0);
-        kq_scale_min(b + 4, 2 * g + 1, &sc1, &m1);
-        const uint8_t *qs = b + 48 + 32 * g + 8 * j, *qh = b + 16 + 8 * j;
-        const uint32_t c0 = ld_u32_a4(qs), c1 = ld_u32_a4(qs + 4);
-        const uint32_t e0 = ld_u32_a4(qh), e1 = ld_u32_a4(qh + 4);
-        const uint32_t l0 = (c0 & 0x0F0F0F0Fu) | (((e0 >> (2 * g)) & 0x01010101u) << 4);
-        const uint32_t l1 = (c1 & 0x0F0F0F0Fu) | (((e1 >> (2 * g)) & 0x01010101u) << 4);
-        const uint32_t h0 = ((c0 >> 4) & 0x0F0F0F0Fu) | (((e0 >> (2 * g + 1)) & 0x01010101u) << 4);
-        const uint32_t h1 = ((c1 >> 4) & 0x0F0F0F0Fu) | (((e1 >> (2 * g + 1)) & 0x01010101u) << 4);
-        const float ds0 = d * (float)sc0, dm0 = dmin * (float)m0, ds1 = d * (float)sc1, dm1 = dmin * (float)m1;
-        for (int t = 0; t < NT; t++) {
-            const int64_t xb = blk * 8 + 2 * g;
-            const int8_t *q0 = a.qx + t * a.ldq + xb * 32 + 8 * j, *q1 = q0 + 32;
-            const uint32_t x00 = (uint32_t)ld_i32_x(q0), x01 = (uint32_t)ld_i32_x(q0 + 4);
-            const uint32_t x10 = (uint32_t)ld_i32_x(q1), x11 = (uint32_t)ld_i32_x(q1 + 4);
-            const int s0 = ob_dp4a(l0, x00, ob_dp4a(l1, x01, 0)), s1 = ob_dp4a(h0, x10, ob_dp4a(h1, x11, 0));
-            const int z0 = ob_dp4a(0x01010101u, x00, ob_dp4a(0x01010101u, x01, 0));
-            const int z1 = ob_dp4a(0x01010101u, x10, ob_dp4a(0x01010101u, x11, 0));
-            const float *dx = a.dx + t * a.ldd + xb;
-            acc[t] += dx[0] * (ds0 * (float)s0 - dm0 * (float)z0) + dx[1] * (ds1 * (float)s1 - dm1 * (float)z1);
+    static constexpr int QK = 256, BYTES = 176, CHUNKS = 8;
+    struct raw {
+        uint4 h, e, q;
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
+        r.h = ld_u128(b);
+        r.e = ld_u128(b + 16 + 16 * (c & 1));
+        r.q = ld_u128(b + 48 + 16 * (c & 7));
+    }
+    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
+        const int g = (c & 7) >> 1;
+        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, e[4] = {r.e.x, r.e.y, r.e.z, r.e.w};
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (q[i] & 0x0F0F0F0Fu) | (((e[i] >> (2 * g)) & 0x01010101u) << 4);
+            hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | (((e[i] >> (2 * g + 1)) & 0x01010101u) << 4);
         }
+        kq_dot<NT>(r.h, lo, hi, c, a, acc);
     }
 };
 
@@ -172,30 +237,58 @@ template <> struct ob_qdot<OB_TYPE_Q5_K> {
  * scales, d). Half h (128 elements): for l < 32, elements l, l+32, l+64,
  * l+96 take ql[64h+l] low, ql[64h+32+l] low, ql[64h+l] high,
  * ql[64h+32+l] high, with bits 0-1, 2-3, 4-5, 6-7 of qh[32h+l] on top, minus
- * 32; scale of element e of the block: scales[e / 16]. Unit p (16 per
- * block): half p/8, l = 4(p%8) .. +4: 16 elements. Blocks are only 2-byte
- * aligned (210 bytes), so 32-bit loads are two 16-bit ones. */
+ * 32; scale of element e of the block: scales[e / 16]. Chunk c (8 per
+ * block): half c/4, l = 8(c%4) .. +8: 32 elements, 8 from each quarter k of
+ * the half, which use scale 8h + 2k + (l >= 16). */
 template <> struct ob_qdot<OB_TYPE_Q6_K> {
-    static constexpr int QK = 256, BYTES = 210, UNITS = 16;
-    template <int NT> OB_QFN void unit(const uint8_t *b, int p, int64_t blk, const q8_act &a, float *acc) {
-        const int h = p / 8, l = 4 * (p % 8);
-        const float d = ob_h2f((uint16_t)ld_u16(b + 208));
-        const uint32_t qa = ld_u32_a2(b + 64 * h + l), qb = ld_u32_a2(b + 64 * h + 32 + l);
-        const uint32_t e = ld_u32_a2(b + 128 + 32 * h + l);
-        uint32_t w[4];
-        w[0] = ob_vsub4((qa & 0x0F0F0F0Fu) | ((e << 4) & 0x30303030u), 0x20202020u);
-        w[1] = ob_vsub4((qb & 0x0F0F0F0Fu) | ((e << 2) & 0x30303030u), 0x20202020u);
-        w[2] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
-        w[3] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
-        const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + l / 16;
+    static constexpr int QK = 256, BYTES = 210, CHUNKS = 8;
+    struct raw {
+        uint32_t a[2], b[2], e[2], sc, d; /* sc: the four scales as bytes */
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
+        const int h = (c & 7) >> 2, l = 8 * (c & 3);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            r.a[i] = ld_u32_a2(b + 64 * h + l + 4 * i);
+            r.b[i] = ld_u32_a2(b + 64 * h + 32 + l + 4 * i);
+            r.e[i] = ld_u32_a2(b + 128 + 32 * h + l + 4 * i);
+        }
+        /* scales 8h + 2k + (l >= 16), k = 0..3: byte (l >= 16) of each 16-bit
+         * pair of scale bytes 8h .. 8h+7 */
+        const uint32_t s01 = ld_u32_a2(b + 192 + 8 * h), s23 = ld_u32_a2(b + 196 + 8 * h);
+        const uint32_t sel = l >= 16 ? 0x7531u : 0x6420u;
+        r.sc = ob_byte_perm(s01, s23, sel);
+        r.d = ld_u16(b + 208);
+    }
+    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
+        const int64_t blk = c >> 3;
+        const int h = (c & 7) >> 2, l = 8 * (c & 3);
+        uint32_t w[4][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const uint32_t qa = r.a[i], qb = r.b[i], e = r.e[i];
+            w[0][i] = ob_vsub4((qa & 0x0F0F0F0Fu) | ((e << 4) & 0x30303030u), 0x20202020u);
+            w[1][i] = ob_vsub4((qb & 0x0F0F0F0Fu) | ((e << 2) & 0x30303030u), 0x20202020u);
+            w[2][i] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
+            w[3][i] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
+        }
+        const float d = ob_h2f((uint16_t)r.d);
         float ds[4];
-        for (int k = 0; k < 4; k++) ds[k] = d * (float)sc[2 * k];
+#pragma unroll
+        for (int k = 0; k < 4; k++) ds[k] = d * (float)(int8_t)(r.sc >> (8 * k));
+        const int64_t xb = blk * 8 + 4 * h; /* element 128h + 32k + l is in activation block xb + k */
+#pragma unroll
         for (int t = 0; t < NT; t++) {
-            const int64_t xb = blk * 8 + 4 * h; /* element 128h + 32k + l is in activation block xb + k */
             const int8_t *q = a.qx + t * a.ldq + xb * 32 + l;
-            const float *dx = a.dx + t * a.ldd + xb;
+            const float4 dx = *(const float4 *)(a.dx + t * a.ldd + xb);
+            const float dxk[4] = {dx.x, dx.y, dx.z, dx.w};
             float s = 0.0f;
-            for (int k = 0; k < 4; k++) s += dx[k] * ds[k] * (float)ob_dp4a(w[k], (uint32_t)ld_i32_x(q + 32 * k), 0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int2 x = ld_x64(q + 32 * k);
+                s += dxk[k] * ds[k] * (float)ob_dp4a(w[k][1], (uint32_t)x.y, ob_dp4a(w[k][0], (uint32_t)x.x, 0));
+            }
             acc[t] += s;
         }
     }
@@ -208,14 +301,17 @@ OB_QFN bool ob_qdot_has(int type) {
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop
- * (every unit in order), used by the host test; the kernel deals the same
- * units out to lanes. */
+ * (every chunk in order), used by the host test; the kernel deals the same
+ * chunks out to lanes. */
 template <int T, int NT> OB_QFN void ob_qdot_row(const uint8_t *row, int64_t nin, const q8_act &a, float *acc) {
     typedef ob_qdot<T> Q;
-    const int64_t nb = nin / Q::QK;
+    const int nc = (int)(nin / Q::QK) * Q::CHUNKS;
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int64_t blk = 0; blk < nb; blk++)
-        for (int p = 0; p < Q::UNITS; p++) Q::template unit<NT>(row + (size_t)blk * Q::BYTES, p, blk, a, acc);
+    for (int c = 0; c < nc; c++) {
+        typename Q::raw r;
+        Q::load(row, c, r);
+        Q::template dot<NT>(r, c, a, acc);
+    }
 }
 
 /* Host version of the activation quantizer (the kernel does the same per 32). */

@@ -65,6 +65,30 @@ typedef struct cuda_stage_entry {
     size_t off, n;
 } cuda_stage_entry;
 
+/* The last add recorded (elementwise.cu), which a norm right after may fuse with. */
+typedef struct cuda_pending_add {
+    unsigned long long op;      /* its op number */
+    int rec;                    /* its record index */
+    size_t rec_off;             /* rec_used before it */
+    const float *a, *b;
+    int64_t lda, ldb, ldo, d, n;
+    const void *out;
+} cuda_pending_add;
+
+/* The last RoPE recorded, which a RoPE of another tensor with the same
+ * positions right after may join (q and k in one launch). */
+typedef struct cuda_pending_rope {
+    unsigned long long op;
+    int rec;
+    size_t rec_off;
+    float *x;
+    int64_t ldx, n;
+    int n_head, head_dim, half;
+    bool neox, ext;
+    const void *tab;
+    float freq_scale, mscale;
+} cuda_pending_rope;
+
 typedef struct cuda_backend {
     ob_backend base;
     int device;
@@ -133,6 +157,8 @@ typedef struct cuda_backend {
     struct cuda_graph_slot *slots;  /* CUDA_GRAPH_SLOTS graphs built earlier */
     int slot_next;
     unsigned long long n_graphs, n_node_updates, n_instantiations;
+    cuda_pending_add last_add;
+    cuda_pending_rope last_rope;
 } cuda_backend;
 
 static inline cuda_backend *cuda_of(ob_backend *b) { return (cuda_backend *)b; }

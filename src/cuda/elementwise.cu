@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "elementwise.cuh"
+#include "matmul.cuh"
 
 /* ---- RMSNorm ---- */
 
@@ -41,9 +42,85 @@ __global__ void rms_norm_kernel(const float *x, int64_t ldx, float *y, int64_t l
     for (int64_t i = t; i < group; i += nt) yr[i] = w ? (xr[i] * s) * w[i] : xr[i] * s;
 }
 
+/* The decode form of a plain RMSNorm: a block of 1024 per row, the row's
+ * elements kept in registers (at most ROWREG_MAX per thread), summed in the
+ * same order as rms_norm_kernel<false>, so results are bit-identical to it.
+ * Optionally fused with the residual add that precedes it (ADD: x = a + b is
+ * written to sum, then normalized) and writing the q8 copy the next product
+ * reads (mmvq.cuh: per 32 elements, scale max|y|/127, as q8_act_kernel). */
+#define ROWREG_MAX 16
+
+template <bool ADD>
+__global__ void __launch_bounds__(1024)
+    rms_norm_row_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *sum, int64_t lds, float *y,
+                        int64_t ldy, const float *__restrict__ w, int d, float eps, int8_t *__restrict__ qx,
+                        float *__restrict__ dx) {
+    __shared__ float red[32];
+    const int64_t row = blockIdx.x;
+    const int t = threadIdx.x, lane = t % OB_WARP;
+    float v[ROWREG_MAX];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ROWREG_MAX; k++) {
+        const int i = t + k * 1024;
+        if (i < d) {
+            v[k] = a[row * lda + i];
+            if (ADD) {
+                v[k] = v[k] + b[row * ldb + i];
+                sum[row * lds + i] = v[k];
+            }
+            ss = fmaf(v[k], v[k], ss);
+        }
+    }
+    ss = block_sum(ss, red);
+    const float s = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma unroll
+    for (int k = 0; k < ROWREG_MAX; k++) {
+        const int i = t + k * 1024;
+        if (i < d) { /* whole warps: d is a multiple of 32 */
+            const float o = w ? (v[k] * s) * w[i] : v[k] * s;
+            y[row * ldy + i] = o;
+            if (qx) {
+                const float amax = warp_max(fabsf(o));
+                const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
+                qx[row * d + i] = (int8_t)roundf(o * id);
+                if (lane == 0) dx[row * (d / 32) + i / 32] = dq;
+            }
+        }
+    }
+}
+
+/* The row kernel takes rows of 1025..16384 elements in multiples of 32
+ * (shorter rows go warp per row, as rms_norm_kernel<true>). */
+static bool row_norm_ok(int64_t d) { return d > 1024 && d <= 1024 * ROWREG_MAX && d % 32 == 0; }
+
 int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, float eps, int64_t group, ob_tensor *out) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
+    const int64_t n = x->ne[1], d = x->ne[0];
+    if (group == d && row_norm_ok(d) && n <= c->mmv_max && (!w || w->type == OB_TYPE_F32)) {
+        int8_t *qx;
+        float *dx;
+        OB_TRY(cuda_q8_target(c, n, d, &qx, &dx));
+        const float *wd = w ? (const float *)w->data : NULL;
+        const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
+        const cuda_pending_add *pa = &c->last_add;
+        if (c->recording && pa->op + 1 == c->n_ops && pa->rec + 1 == c->n_recs && pa->out == x->data &&
+            pa->ldo == ldx && pa->d == d && pa->n == n) {
+            /* the add just recorded feeds this norm: one kernel does both */
+            c->n_recs--;
+            c->rec_used = pa->rec_off;
+            c->last_add.op = 0;
+            OB_TRY(cuda_launch(c, rms_norm_row_kernel<true>, (unsigned)n, 1024, 0, pa->a, pa->lda, pa->b, pa->ldb,
+                               (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
+        } else {
+            OB_TRY(cuda_launch(c, rms_norm_row_kernel<false>, (unsigned)n, 1024, 0, (const float *)x->data, ldx,
+                               (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
+                               wd, (int)d, eps, qx, dx));
+        }
+        cuda_q8_made(c, out->data, n, d);
+        return 0;
+    }
     if (group <= 0 || x->ne[0] % group) return ob_cuda_err(OB_ERR_INTERNAL, "rms_norm: group %lld", (long long)group);
     if (w && w->type != OB_TYPE_F32) return ob_cuda_err(OB_ERR_UNSUPPORTED, "norm weight '%s' must be f32", w->name);
     const int64_t gpr = x->ne[0] / group, total = gpr * x->ne[1];
@@ -102,13 +179,19 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
  * tab[half..2 half) = YaRN ramp of pair i (0 without YaRN). */
 __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int half, bool neox,
                             const int32_t *__restrict__ pos, const float *__restrict__ tab, float freq_scale,
-                            float mscale, bool ext) {
+                            float mscale, bool ext, float *x2, int64_t ldx2, int n_head2) {
     /* a thread per (pair, head): a decode token's 32 x 64 rotations run in
-     * parallel, not 32 heads one after another in 64 threads */
-    float *row = x + (int64_t)blockIdx.y * ldx;
+     * parallel, not 32 heads one after another in 64 threads. x2 (n_head2
+     * heads, may be NULL): a second tensor rotated the same way - q and k in
+     * one launch */
     const float p = (float)pos[blockIdx.y];
-    const int gi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= half * n_head) return;
+    int gi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= half * (n_head + n_head2)) return;
+    float *row = x + (int64_t)blockIdx.y * ldx;
+    if (gi >= half * n_head) {
+        gi -= half * n_head;
+        row = x2 + (int64_t)blockIdx.y * ldx2;
+    }
     {
         const int i = gi % half, h = gi / half;
         const float theta_extrap = __fmul_rn(p, tab[i]);
@@ -171,10 +254,42 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     OB_TRY(cuda_stage(c, tab, tab_bytes + (size_t)n * sizeof(int32_t), &d_tab));
     const void *d_pos = (const char *)d_tab + tab_bytes;
     const int threads = 128;
+    const bool neox = p->mode == OB_ROPE_NEOX;
+    const int64_t ldx = (int64_t)(x->nb[1] / 4);
+    cuda_pending_rope *pr = &c->last_rope;
+    if (c->recording && pr->op + 1 == c->n_ops && pr->rec + 1 == c->n_recs && pr->tab == d_tab && pr->n == n &&
+        pr->head_dim == head_dim && pr->half == half && pr->neox == neox && pr->freq_scale == p->freq_scale &&
+        pr->mscale == mscale && pr->ext == ext) {
+        /* the rope just recorded (q) used the same positions and table: rotate both in one launch */
+        c->n_recs--;
+        c->rec_used = pr->rec_off;
+        dim3 grid2(ob_div_up((size_t)half * (size_t)(pr->n_head + n_head), (size_t)threads), (unsigned)n);
+        OB_TRY(cuda_launch(c, rope_kernel, grid2, threads, 0, pr->x, pr->ldx, pr->n_head, head_dim, half, neox,
+                           (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext,
+                           (float *)x->data, ldx, n_head));
+        pr->op = 0;
+        return 0;
+    }
+    if (c->recording) {
+        pr->op = c->n_ops;
+        pr->rec = c->n_recs;
+        pr->rec_off = c->rec_used;
+        pr->x = (float *)x->data;
+        pr->ldx = ldx;
+        pr->n_head = n_head;
+        pr->head_dim = head_dim;
+        pr->half = half;
+        pr->neox = neox;
+        pr->tab = d_tab;
+        pr->n = n;
+        pr->freq_scale = p->freq_scale;
+        pr->mscale = mscale;
+        pr->ext = ext;
+    }
     dim3 grid(ob_div_up((size_t)half * (size_t)n_head, (size_t)threads), (unsigned)n);
-    OB_TRY(cuda_launch(c, rope_kernel, grid, threads, 0, (float *)x->data, (int64_t)(x->nb[1] / 4), n_head, head_dim, half,
-                                                 p->mode == OB_ROPE_NEOX, (const int32_t *)d_pos,
-                                                 (const float *)d_tab, p->freq_scale, mscale, ext));
+    OB_TRY(cuda_launch(c, rope_kernel, grid, threads, 0, (float *)x->data, ldx, n_head, head_dim, half, neox,
+                       (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext, (float *)NULL,
+                       (int64_t)0, 0));
     return 0;
 }
 
@@ -205,11 +320,38 @@ __global__ void glu_kernel(int act, const float *g, int64_t ldg, const float *u,
     }
 }
 
+/* glu_kernel for a decode batch, also writing the q8 copy the down product
+ * reads: a thread per element, so a warp holds one 32-element q8 block. */
+__global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
+                              int64_t d, int64_t total, int8_t *__restrict__ qx, float *__restrict__ dx) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return; /* whole warps: total is a multiple of 32 */
+    const int64_t r = i / d, k = i % d;
+    const float a = act_f(act, g[r * ldg + k]);
+    const float o = u ? a * u[r * ldu + k] : a;
+    y[r * ldy + k] = o;
+    const float amax = warp_max(fabsf(o));
+    const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    qx[i] = (int8_t)roundf(o * id);
+    if (threadIdx.x % OB_WARP == 0) dx[i / 32] = dq;
+}
+
 int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
     const int64_t d = gate->ne[0], total = d * gate->ne[1];
     if (total <= 0) return 0;
+    if (d % 32 == 0 && gate->ne[1] <= c->mmv_max) {
+        int8_t *qx;
+        float *dx;
+        OB_TRY(cuda_q8_target(c, gate->ne[1], d, &qx, &dx));
+        OB_TRY(cuda_launch(c, glu_q8_kernel, ob_div_up((size_t)total, 256), 256, 0, (int)act,
+                           (const float *)gate->data, (int64_t)(gate->nb[1] / 4),
+                           up ? (const float *)up->data : (const float *)NULL, up ? (int64_t)(up->nb[1] / 4) : 0,
+                           (float *)out->data, (int64_t)(out->nb[1] / 4), d, total, qx, dx));
+        cuda_q8_made(c, out->data, gate->ne[1], d);
+        return 0;
+    }
     OB_TRY(cuda_launch(c, glu_kernel, ew_grid(total, c), 256, 0, 
         (int)act, (const float *)gate->data, (int64_t)(gate->nb[1] / 4), up ? (const float *)up->data : NULL,
         up ? (int64_t)(up->nb[1] / 4) : 0, (float *)out->data, (int64_t)(out->nb[1] / 4), d, total));
@@ -232,6 +374,20 @@ int cuda_op_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tenso
     const int64_t d = a->ne[0], total = d * a->ne[1];
     if (total <= 0) return 0;
     const int64_t ldb = bb->ne[1] == 1 && a->ne[1] != 1 ? 0 : (int64_t)(bb->nb[1] / 4); /* broadcast row */
+    if (c->recording) { /* a norm of the sum right after may take this add over (cuda_op_rms_norm) */
+        cuda_pending_add *pa = &c->last_add;
+        pa->op = c->n_ops;
+        pa->rec = c->n_recs;
+        pa->rec_off = c->rec_used;
+        pa->a = (const float *)a->data;
+        pa->lda = (int64_t)(a->nb[1] / 4);
+        pa->b = (const float *)bb->data;
+        pa->ldb = ldb;
+        pa->out = out->data;
+        pa->ldo = (int64_t)(out->nb[1] / 4);
+        pa->d = d;
+        pa->n = a->ne[1];
+    }
     OB_TRY(cuda_launch(c, add_kernel, ew_grid(total, c), 256, 0, (const float *)a->data, (int64_t)(a->nb[1] / 4),
                                                          (const float *)bb->data, ldb, (float *)out->data,
                                                          (int64_t)(out->nb[1] / 4), d, total));

@@ -50,6 +50,12 @@ template <int T> int mmv_launch(cuda_backend *c, const mmv_args *a);
  * batch of n tokens, and the product itself. */
 bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n);
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
+/* Where the q8 copy of n rows of nin activations goes (the q8 scratch), and
+ * the note that `src` now has one there, made by the current op: an op whose
+ * output feeds a product (a norm, an activation) writes the copy itself and
+ * the product skips its quantizing launch. */
+int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx);
+void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
 
 int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
 int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);

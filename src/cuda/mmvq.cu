@@ -122,26 +122,38 @@ bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
 }
 
+int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx) {
+    const size_t qbytes = ((size_t)(n * nin) + 255) & ~(size_t)255;
+    OB_TRY(cuda_scratch(c, &c->q8_scratch, &c->q8_scratch_bytes, qbytes + (size_t)(n * (nin / 32)) * sizeof(float)));
+    *qx = (int8_t *)c->q8_scratch;
+    *dx = (float *)((uint8_t *)c->q8_scratch + qbytes);
+    return 0;
+}
+
+void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin) {
+    c->q8_src = src;
+    c->q8_n = n;
+    c->q8_nin = nin;
+    c->q8_op = c->n_ops;
+}
+
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     const int64_t nb = nin / 32;
-    const size_t qbytes = ((size_t)(n * nin) + 255) & ~(size_t)255;
-    OB_TRY(cuda_scratch(c, &c->q8_scratch, &c->q8_scratch_bytes, qbytes + (size_t)(n * nb) * sizeof(float)));
-    int8_t *qx = (int8_t *)c->q8_scratch;
-    float *dx = (float *)((uint8_t *)c->q8_scratch + qbytes);
-    /* Products that follow one another on the same input (q, k and v; gate
-     * and up) quantize it once: nothing else ran in between (the op count
-     * moved by one), so the input and the q8 copy are unchanged. */
+    int8_t *qx;
+    float *dx;
+    OB_TRY(cuda_q8_target(c, n, nin, &qx, &dx));
+    /* The input's q8 copy is reused when the op just before made it: a
+     * norm or activation that wrote it (elementwise.cu), or a product on
+     * the same input (q, k and v; gate and up). Nothing else ran in between
+     * (the op count moved by one), so input and copy still agree. */
     const bool same = c->q8_src == x->data && c->q8_n == n && c->q8_nin == nin && c->q8_op + 1 == c->n_ops;
     if (!same) {
         const int64_t warps = n * nb;
         OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0, 
             (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
     }
-    c->q8_src = x->data;
-    c->q8_n = n;
-    c->q8_nin = nin;
-    c->q8_op = c->n_ops;
+    cuda_q8_made(c, x->data, n, nin);
     const int64_t ldo = (int64_t)(out->nb[1] / sizeof(float));
     const float *bd = bias ? (const float *)bias->data : NULL;
     for (int64_t t0 = 0; t0 < n; t0 += 8) {

@@ -86,7 +86,7 @@ template <int T> static void check_qdot(void) {
     if (!tr || !tr->from_float_ref || !tr->to_float) return;
     const size_t rb = ob_row_size((ob_type)T, nin);
     float *wf = (float *)malloc(sizeof(float) * nin * rows), *wd = (float *)malloc(sizeof(float) * nin * rows);
-    float *x = (float *)malloc(sizeof(float) * nin * 2), *dx = (float *)malloc(sizeof(float) * nin / 32 * 2);
+    float *x = (float *)malloc(sizeof(float) * nin * 2), *dx = (float *)malloc(sizeof(float) * nin / 32 * 4);
     int8_t *qx = (int8_t *)malloc((size_t)nin * 2);
     uint8_t *q = (uint8_t *)malloc(rb * rows + 16);
     for (int64_t i = 0; i < nin * rows; i++) wf[i] = test_rand_normal(&g_rng) + (i % 5 == 0 ? 0.7f : 0.0f);
@@ -94,19 +94,19 @@ template <int T> static void check_qdot(void) {
     tr->from_float_ref(wf, q, nin * rows);
     tr->to_float(q, wd, nin * rows);
     ob_q8_act_ref(x, nin, qx, dx);
-    ob_q8_act_ref(x + nin, nin, qx + nin, dx + nin / 32);
+    ob_q8_act_ref(x + nin, nin, qx + nin, dx + nin / 16);
     q8_act a;
     a.qx = qx;
     a.dx = dx;
     a.ldq = nin;
-    a.ldd = nin / 32;
+    a.ldd = nin / 16;
     for (int64_t r = 0; r < rows; r++) {
         float got[2];
         ob_qdot_row<T, 2>(q + r * rb, nin, a, got);
         for (int t = 0; t < 2; t++) {
             double want = 0, mag = 0;
             for (int64_t i = 0; i < nin; i++) {
-                const double p = (double)wd[r * nin + i] * dx[t * (nin / 32) + i / 32] * qx[t * nin + i];
+                const double p = (double)wd[r * nin + i] * dx[t * (nin / 16) + 2 * (i / 32)] * qx[t * nin + i];
                 want += p;
                 mag += fabs(p);
             }
@@ -117,7 +117,13 @@ template <int T> static void check_qdot(void) {
     /* and the activation quantizer: |x - dx qx| <= dx / 2 */
     int bad = 0;
     for (int64_t i = 0; i < nin; i++)
-        if (!(fabsf(x[i] - dx[i / 32] * qx[i]) <= 0.5001f * dx[i / 32])) bad++;
+        if (!(fabsf(x[i] - dx[2 * (i / 32)] * qx[i]) <= 0.5001f * dx[2 * (i / 32)])) bad++;
+    /* the second float of each block: scale times the sum of its 32 values */
+    for (int64_t b = 0; b < nin / 32; b++) {
+        int sum = 0;
+        for (int i = 0; i < 32; i++) sum += qx[b * 32 + i];
+        if (dx[2 * b + 1] != dx[2 * b] * (float)sum) bad++;
+    }
     CHECK_EQ_INT(bad, 0);
     free(wf), free(wd), free(x), free(dx), free(qx), free(q);
 }

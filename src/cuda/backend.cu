@@ -549,7 +549,8 @@ static int backend_init(cuda_backend *c) {
     c->mmv_max = MMV_MAX_DEFAULT;
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
     c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);
-    c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 2;
+    c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 1;
+    c->mmvq_r = getenv("OB_CUDA_MMVQ_R") ? atoi(getenv("OB_CUDA_MMVQ_R")) : 2;
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);

@@ -134,7 +134,7 @@ typedef struct cuda_backend {
     unsigned long long n_ops, n_drains;
     double wait_s;
     int mmv_max;                /* batches up to this go through the matrix-vector kernels */
-    int mmvq_u, mmvq_want;      /* tuning of the integer kernel (mmvq.cu): chunks in flight, warps wanted per SM */
+    int mmvq_u, mmvq_r, mmvq_want; /* tuning of the integer kernel (mmvq.cu): chunks in flight, rows a warp, warps wanted per SM */
     bool mmvq;                  /* integer kernels for the types mmvq.cuh has (OB_CUDA_MMVQ=0: off) */
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
 

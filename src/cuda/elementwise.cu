@@ -83,8 +83,14 @@ __global__ void __launch_bounds__(1024)
             if (qx) {
                 const float amax = warp_max(fabsf(o));
                 const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
-                qx[row * d + i] = (int8_t)roundf(o * id);
-                if (lane == 0) dx[row * (d / 32) + i / 32] = dq;
+                const float q = roundf(o * id);
+                qx[row * d + i] = (int8_t)q;
+                const float qs = warp_sum(q);
+                if (lane == 0) {
+                    float *p = dx + 2 * (row * (d / 32) + i / 32);
+                    p[0] = dq;
+                    p[1] = dq * qs;
+                }
             }
         }
     }
@@ -332,8 +338,10 @@ __global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float 
     y[r * ldy + k] = o;
     const float amax = warp_max(fabsf(o));
     const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
-    qx[i] = (int8_t)roundf(o * id);
-    if (threadIdx.x % OB_WARP == 0) dx[i / 32] = dq;
+    const float q = roundf(o * id);
+    qx[i] = (int8_t)q;
+    const float qs = warp_sum(q);
+    if (threadIdx.x % OB_WARP == 0) dx[2 * (i / 32)] = dq, dx[2 * (i / 32) + 1] = dq * qs;
 }
 
 int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {

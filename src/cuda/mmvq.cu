@@ -27,90 +27,122 @@ __global__ void q8_act_kernel(const float *__restrict__ x, int64_t ldx, int64_t 
     const float v = x[t * ldx + b * 32 + lane];
     const float amax = warp_max(fabsf(v));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    qx[t * nin + b * 32 + lane] = (int8_t)roundf(v * id);
-    if (lane == 0) dx[t * nb + b] = d;
+    const float q = roundf(v * id);
+    qx[t * nin + b * 32 + lane] = (int8_t)q;
+    const float sum = warp_sum(q); /* small integers: exact */
+    if (lane == 0) dx[2 * (t * nb + b)] = d, dx[2 * (t * nb + b) + 1] = d * sum;
 }
 
-/* U chunks per lane per round: their weight loads are all issued before
- * any of them is used, so a lane keeps U * 16-32 bytes in flight. */
-template <int T, int NT, int U>
+/* A warp works on R consecutive rows (or a share of them, when wpr warps
+ * split the rows' chunks): per round a lane loads U chunks of each row - all
+ * weight loads issued before any is used - then, chunk by chunk, the
+ * activations once for the R rows. */
+template <int T, int NT, int U, int R>
 __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     mmvq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nch, int nout, q8_act a,
                 const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, int wpr) {
     typedef ob_qdot<T> Q;
-    __shared__ float red[MMVQ_WARPS][NT];
+    __shared__ float red[MMVQ_WARPS][R * NT];
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
-    const int row = blockIdx.x * (MMVQ_WARPS / wpr) + warp / wpr, sub = warp % wpr;
-    float acc[NT];
+    const int row0 = (blockIdx.x * (MMVQ_WARPS / wpr) + warp / wpr) * R, sub = warp % wpr;
+    float acc[R][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    if (row < nout) {
-        const uint8_t *wr = w + (size_t)row * nb1;
+    for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[j][t] = 0.0f;
+    if (row0 < nout) {
+        const uint8_t *wr[R];
+#pragma unroll
+        for (int j = 0; j < R; j++) wr[j] = w + (size_t)(row0 + j < nout ? row0 + j : nout - 1) * nb1;
         const int step = OB_WARP * wpr;
         for (int c0 = sub * OB_WARP + lane; c0 < nch; c0 += step * U) {
-            typename Q::raw r[U];
+            typename Q::raw r[U][R];
 #pragma unroll
             for (int k = 0; k < U; k++)
-                if (c0 + k * step < nch) Q::load(wr, c0 + k * step, r[k]);
+                if (c0 + k * step < nch)
+#pragma unroll
+                    for (int j = 0; j < R; j++) Q::load(wr[j], c0 + k * step, r[k][j]);
 #pragma unroll
             for (int k = 0; k < U; k++)
-                if (c0 + k * step < nch) Q::template dot<NT>(r[k], c0 + k * step, a, acc);
+                if (c0 + k * step < nch)
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        typename Q::xin x;
+                        Q::xload(c0 + k * step, a, t, x);
+#pragma unroll
+                        for (int j = 0; j < R; j++) acc[j][t] += Q::dot1(r[k][j], c0 + k * step, x);
+                    }
         }
     }
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+    for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[j][t] = warp_sum(acc[j][t]);
     if (wpr > 1) {
         if (lane == 0)
 #pragma unroll
-            for (int t = 0; t < NT; t++) red[warp][t] = acc[t];
+            for (int j = 0; j < R; j++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) red[warp][j * NT + t] = acc[j][t];
         __syncthreads();
         if (sub == 0 && lane == 0)
 #pragma unroll
-            for (int t = 0; t < NT; t++) {
-                float s = 0.0f;
-                for (int k = 0; k < wpr; k++) s += red[warp + k][t];
-                acc[t] = s;
-            }
-    }
-    if (row < nout && sub == 0 && lane == 0) {
-        const float b0 = bias ? bias[row] : 0.0f;
+            for (int j = 0; j < R; j++)
 #pragma unroll
-        for (int t = 0; t < NT; t++) out[t * ldo + row] = acc[t] + b0;
+                for (int t = 0; t < NT; t++) {
+                    float s = 0.0f;
+                    for (int k = 0; k < wpr; k++) s += red[warp + k][j * NT + t];
+                    acc[j][t] = s;
+                }
     }
+    if (sub == 0 && lane == 0)
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (row0 + j < nout) {
+                const float b0 = bias ? bias[row0 + j] : 0.0f;
+#pragma unroll
+                for (int t = 0; t < NT; t++) out[t * ldo + row0 + j] = acc[j][t] + b0;
+            }
 }
 
 template <int T>
 static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a, int n,
                        const float *bias, float *out, int64_t ldo) {
-    const int64_t want = (int64_t)c->n_sm * c->mmvq_want;
-    int wpr = nout >= want ? 1 : 2 * nout >= want ? 2 : 4;
+    /* One token: R rows a warp (OB_CUDA_MMVQ_R = 1, 2 or 4) and U chunks in
+     * flight (OB_CUDA_MMVQ_U = 1 or 2); more tokens: a row a warp. */
+    const int R = n == 1 ? c->mmvq_r : 1;
+    const int U = n == 1 ? c->mmvq_u : n <= 2 ? 2 : 1;
+    const int64_t want = (int64_t)c->n_sm * c->mmvq_want, groups = (nout + R - 1) / R;
+    int wpr = groups >= want ? 1 : 2 * groups >= want ? 2 : 4;
     const int64_t nblocks = nin / ob_qdot<T>::QK;
     const int nch = (int)(nblocks * ob_qdot<T>::CHUNKS);
     while (wpr > 1 && nch < OB_WARP * wpr) wpr /= 2;
-    const unsigned grid = ob_div_up((size_t)nout, (size_t)(MMVQ_WARPS / wpr));
+    const unsigned grid = ob_div_up((size_t)groups, (size_t)(MMVQ_WARPS / wpr));
     const dim3 block(MMVQ_WARPS * OB_WARP);
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t nb1 = w->nb[1];
     const int no = (int)nout;
-    if (n == 1) { /* chunks in flight per lane: 2 measured best on an H200 (OB_CUDA_MMVQ_U = 2, 4 or 8) */
-        if (c->mmvq_u >= 8)
-            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 8>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
-        else if (c->mmvq_u >= 4)
-            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 4>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
-        else
-            OB_TRY(cuda_launch(c, mmvq_kernel<T, 1, 2>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr));
+#define OB_L(NT, U_, R_) \
+    OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U_, R_>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr))
+    if (n == 1) {
+        if (R >= 4) OB_L(1, 1, 4);
+        else if (R == 2 && U >= 2) OB_L(1, 2, 2);
+        else if (R == 2) OB_L(1, 1, 2);
+        else if (U >= 2) OB_L(1, 2, 1);
+        else OB_L(1, 1, 1);
         return 0;
     }
     switch (n) {
-#define OB_N(N)                                                                                                  \
-    case N:                                                                                                      \
-        OB_TRY(cuda_launch(c, mmvq_kernel<T, N, (N <= 2 ? 4 : 2)>, grid, block, 0, wd, nb1, nch, no, a, bias, out, \
-                           ldo, wpr));                                                                           \
-        break;
-        OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
-#undef OB_N
+    case 2: OB_L(2, 2, 1); break;
+    case 3: OB_L(3, 1, 1); break;
+    case 4: OB_L(4, 1, 1); break;
+    case 5: OB_L(5, 1, 1); break;
+    case 6: OB_L(6, 1, 1); break;
+    case 7: OB_L(7, 1, 1); break;
+    case 8: OB_L(8, 1, 1); break;
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: %d tokens (1..8)", n);
     }
+#undef OB_L
     return 0;
 }
 
@@ -124,7 +156,7 @@ bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
 
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx) {
     const size_t qbytes = ((size_t)(n * nin) + 255) & ~(size_t)255;
-    OB_TRY(cuda_scratch(c, &c->q8_scratch, &c->q8_scratch_bytes, qbytes + (size_t)(n * (nin / 32)) * sizeof(float)));
+    OB_TRY(cuda_scratch(c, &c->q8_scratch, &c->q8_scratch_bytes, qbytes + (size_t)(n * (nin / 32)) * 2 * sizeof(float)));
     *qx = (int8_t *)c->q8_scratch;
     *dx = (float *)((uint8_t *)c->q8_scratch + qbytes);
     return 0;
@@ -159,9 +191,9 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     for (int64_t t0 = 0; t0 < n; t0 += 8) {
         q8_act a;
         a.qx = qx + t0 * nin;
-        a.dx = dx + t0 * nb;
+        a.dx = dx + t0 * 2 * nb;
         a.ldq = nin;
-        a.ldd = nb;
+        a.ldd = 2 * nb;
         const int nt = (int)(n - t0 < 8 ? n - t0 : 8);
         float *o = (float *)out->data + t0 * ldo;
         switch ((int)w->type) {

@@ -13,18 +13,22 @@
  * activation bytes in one dp4a: about one instruction per weight.
  *
  * q8 activations: per token, the row of nin floats becomes nin int8 values
- * (qx) and one float scale per 32 (dx): x[i] ~ dx[i/32] * qx[i], with
- * dx = max|x| / 127 over the 32 and qx = round(x / dx). This is the same
- * rounding the CPU's Q8_0 activation blocks use.
+ * (qx) and per 32 of them a pair of floats (dx): the scale d, with
+ * x[i] ~ d * qx[i], d = max|x| / 127 over the 32 and qx = round(x / d) -
+ * the rounding of the CPU's Q8_0 activation blocks - and d times the sum of
+ * the 32 qx, which the types with an offset (Q4_0's -8, the K-quants'
+ * minimums) multiply instead of summing the activation bytes again.
  *
- * A "chunk" is what one lane does per step: 32 weights of one block (16
- * for Q8_0), the code bytes that hold them and the activation bytes they
- * meet. Each type splits the work in two so the kernel can issue the
- * weight loads of several chunks before it computes with any of them (the
- * bytes in flight are what hide memory latency):
+ * A "chunk" is what one lane does per step: 64 weights of a K-quant group
+ * (32 of Q4_0 and Q6_K, 16 of Q8_0), the code bytes that hold them and the
+ * activation bytes they meet. Each type splits the work so the kernel can
+ * issue the weight loads of several chunks and rows before it computes with
+ * any of them (the bytes in flight are what hide memory latency), and load
+ * a chunk's activations once for all the rows it works on:
  *
  *     load(row, c, r)        the chunk's weight bytes into registers r
- *     dot<NT>(r, c, a, acc)  its contribution for each of NT tokens
+ *     xload(c, a, t, x)      the activations chunk c meets of token t
+ *     dot1(r, c, x)          the chunk's contribution for that row and token
  *
  * Blocks whose size is a multiple of 16 (Q4_K 144, Q5_K 176) are read with
  * one 16-byte load for the scales and one per 16 code bytes; consecutive
@@ -73,9 +77,10 @@ OB_QFN uint4 ld_u128(const uint8_t *p) { return *(const uint4 *)p; } /* 16-byte 
 OB_QFN int4 ld_x128(const int8_t *p) { return *(const int4 *)p; }    /* activation bytes: 16-aligned */
 OB_QFN int2 ld_x64(const int8_t *p) { return *(const int2 *)p; }     /* 8-aligned */
 
-/* Activations of NT tokens: qx[t * ldq + i], dx[t * ldd + i / 32]. ldq is a
- * multiple of 32 and ldd of 8 (K-quant rows) or 1, so the vector loads
- * below stay aligned. */
+/* Activations of NT tokens: qx[t * ldq + i]; block b = i / 32 has scale
+ * dx[t * ldd + 2b] and scaled sum dx[t * ldd + 2b + 1]. ldq is a multiple
+ * of 32 and ldd of 16 (K-quant rows) or 2, so the vector loads below stay
+ * aligned. */
 struct q8_act {
     const int8_t *qx;
     const float *dx;
@@ -86,9 +91,13 @@ struct q8_act {
 OB_QFN int dot16(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, const int4 &x) {
     return ob_dp4a(w3, (uint32_t)x.w, ob_dp4a(w2, (uint32_t)x.z, ob_dp4a(w1, (uint32_t)x.y, ob_dp4a(w0, (uint32_t)x.x, 0))));
 }
-OB_QFN int sum16(const int4 &x) { return dot16(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u, x); }
 
 template <int T> struct ob_qdot;
+
+/* Each type below: CHUNKS per block, the weight part (raw, load) and the
+ * activation part (xin, xload: what chunk c meets of token t), and dot1,
+ * the chunk's contribution for one row and one token. The kernel loads the
+ * activations of a chunk once for the R rows a warp works on. */
 
 /* Q4_0 (18 bytes: d, 16 bytes whose low nibbles are elements 0..15 and high
  * nibbles 16..31, value q - 8). Chunk: one block. */
@@ -97,25 +106,28 @@ template <> struct ob_qdot<OB_TYPE_Q4_0> {
     struct raw {
         uint32_t q[4], d;
     };
+    struct xin {
+        int4 x0, x1;
+        float2 ds;
+    };
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
         const uint8_t *b = row + (size_t)c * BYTES;
         r.d = ld_u16(b);
 #pragma unroll
         for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 4 * i);
     }
-    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
-        const float d = ob_h2f((uint16_t)r.d);
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
+        const int8_t *q = a.qx + t * a.ldq + (int64_t)c * 32;
+        x.x0 = ld_x128(q);
+        x.x1 = ld_x128(q + 16);
+        x.ds = *(const float2 *)(a.dx + t * a.ldd + 2 * (int64_t)c);
+    }
+    OB_QFN float dot1(const raw &r, int, const xin &x) {
         uint32_t lo[4], hi[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) lo[i] = r.q[i] & 0x0F0F0F0Fu, hi[i] = (r.q[i] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int8_t *q = a.qx + t * a.ldq + (int64_t)c * 32;
-            const int4 x0 = ld_x128(q), x1 = ld_x128(q + 16);
-            const int s = dot16(lo[0], lo[1], lo[2], lo[3], x0) + dot16(hi[0], hi[1], hi[2], hi[3], x1);
-            const int sx = sum16(x0) + sum16(x1);
-            acc[t] += d * a.dx[t * a.ldd + c] * (float)(s - 8 * sx);
-        }
+        const int s = dot16(lo[0], lo[1], lo[2], lo[3], x.x0) + dot16(hi[0], hi[1], hi[2], hi[3], x.x1);
+        return ob_h2f((uint16_t)r.d) * (x.ds.x * (float)s - 8.0f * x.ds.y);
     }
 };
 
@@ -125,19 +137,22 @@ template <> struct ob_qdot<OB_TYPE_Q8_0> {
     struct raw {
         uint32_t q[4], d;
     };
+    struct xin {
+        int4 x;
+        float dx;
+    };
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
         const uint8_t *b = row + (size_t)(c >> 1) * BYTES;
         r.d = ld_u16(b);
 #pragma unroll
         for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 16 * (c & 1) + 4 * i);
     }
-    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
-        const float d = ob_h2f((uint16_t)r.d);
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int4 x = ld_x128(a.qx + t * a.ldq + (int64_t)c * 16);
-            acc[t] += d * a.dx[t * a.ldd + (c >> 1)] * (float)dot16(r.q[0], r.q[1], r.q[2], r.q[3], x);
-        }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
+        x.x = ld_x128(a.qx + t * a.ldq + (int64_t)c * 16);
+        x.dx = a.dx[t * a.ldd + 2 * (int64_t)(c >> 1)];
+    }
+    OB_QFN float dot1(const raw &r, int, const xin &x) {
+        return ob_h2f((uint16_t)r.d) * x.dx * (float)dot16(r.q[0], r.q[1], r.q[2], r.q[3], x.x);
     }
 };
 
@@ -159,77 +174,90 @@ OB_QFN void kq_scale_min(const uint4 &h, int s, int *scale, int *min) {
     }
 }
 
-/* The shared tail of Q4_K and Q5_K: lo/hi hold 16 elements of sub-blocks
- * 2g and 2g+1 (positions 16j..16j+15 of each); element = d sc q - dmin m. */
-template <int NT>
-OB_QFN void kq_dot(const uint4 &h, const uint32_t *lo, const uint32_t *hi, int c, const q8_act &a, float *acc) {
-    const int64_t blk = c >> 3;
-    const int g = (c & 7) >> 1, j = c & 1;
+/* What a K-quant group (64 elements = two 32-element activation blocks)
+ * meets: the 64 activation bytes, then scale and scaled sum of each block. */
+struct kq_xin {
+    int4 x[4];
+    float4 dd;
+};
+
+OB_QFN void kq_xload(int c, const q8_act &a, int t, kq_xin &x) {
+    const int64_t xb = (int64_t)(c >> 2) * 8 + 2 * (c & 3);
+    const int8_t *q = a.qx + t * a.ldq + xb * 32;
+#pragma unroll
+    for (int i = 0; i < 4; i++) x.x[i] = ld_x128(q + 16 * i);
+    x.dd = *(const float4 *)(a.dx + t * a.ldd + 2 * xb);
+}
+
+/* The shared tail of Q4_K and Q5_K: lo/hi hold the 32 elements of
+ * sub-blocks 2g and 2g+1 (group g = chunk c % 4); element = d sc q - dmin m,
+ * so a sub-block contributes d sc (dx sum qx q) - dmin m (dx sum qx). */
+OB_QFN float kq_dot1(const uint4 &h, const uint32_t *lo, const uint32_t *hi, int c, const kq_xin &x) {
+    const int g = c & 3;
     const float d = ob_h2f((uint16_t)(h.x & 0xffffu)), dmin = ob_h2f((uint16_t)(h.x >> 16));
     int sc0, m0, sc1, m1;
     kq_scale_min(h, 2 * g, &sc0, &m0);
     kq_scale_min(h, 2 * g + 1, &sc1, &m1);
-    const float ds0 = d * (float)sc0, dm0 = dmin * (float)m0, ds1 = d * (float)sc1, dm1 = dmin * (float)m1;
-    const int64_t xb = blk * 8 + 2 * g; /* 32-element activation blocks of the two sub-blocks */
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        const int8_t *q0 = a.qx + t * a.ldq + xb * 32 + 16 * j;
-        const int4 x0 = ld_x128(q0), x1 = ld_x128(q0 + 32);
-        const int s0 = dot16(lo[0], lo[1], lo[2], lo[3], x0), s1 = dot16(hi[0], hi[1], hi[2], hi[3], x1);
-        const int z0 = sum16(x0), z1 = sum16(x1);
-        const float2 dx = *(const float2 *)(a.dx + t * a.ldd + xb);
-        acc[t] += dx.x * (ds0 * (float)s0 - dm0 * (float)z0) + dx.y * (ds1 * (float)s1 - dm1 * (float)z1);
-    }
+    const int s0 = dot16(lo[0], lo[1], lo[2], lo[3], x.x[0]) + dot16(lo[4], lo[5], lo[6], lo[7], x.x[1]);
+    const int s1 = dot16(hi[0], hi[1], hi[2], hi[3], x.x[2]) + dot16(hi[4], hi[5], hi[6], hi[7], x.x[3]);
+    return (d * (float)sc0) * (x.dd.x * (float)s0) - (dmin * (float)m0) * x.dd.y +
+           ((d * (float)sc1) * (x.dd.z * (float)s1) - (dmin * (float)m1) * x.dd.w);
 }
 
 /* Q4_K (144 bytes: d, dmin, 12 scale bytes, 128 code bytes). Group g of 64
  * elements: code bytes 32g..32g+31, low nibbles = sub-block 2g, high = 2g+1.
- * Chunk c (8 per block): group g = c/2, code bytes 32g + 16j .. +16 (j = c%2):
- * 16 elements of each of the two sub-blocks. */
+ * Chunk c (4 per block): group c % 4, its 32 code bytes in two 16-byte loads. */
 template <> struct ob_qdot<OB_TYPE_Q4_K> {
-    static constexpr int QK = 256, BYTES = 144, CHUNKS = 8;
+    static constexpr int QK = 256, BYTES = 144, CHUNKS = 4;
     struct raw {
-        uint4 h, q;
+        uint4 h, q0, q1;
     };
+    typedef kq_xin xin;
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
-        const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
+        const uint8_t *b = row + (size_t)(c >> 2) * BYTES;
         r.h = ld_u128(b);
-        r.q = ld_u128(b + 16 + 16 * (c & 7));
+        r.q0 = ld_u128(b + 16 + 32 * (c & 3));
+        r.q1 = ld_u128(b + 32 + 32 * (c & 3));
     }
-    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
-        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-        uint32_t lo[4], hi[4];
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+        uint32_t lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
-        kq_dot<NT>(r.h, lo, hi, c, a, acc);
+        for (int i = 0; i < 8; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+        return kq_dot1(r.h, lo, hi, c, x);
     }
 };
 
 /* Q5_K (176 bytes: d, dmin, 12 scale bytes, 32 high-bit bytes, 128 code
  * bytes): as Q4_K, plus bit 2g (low nibbles) or 2g+1 (high nibbles) of
- * high-bit byte l adds 16 to element l of the group's sub-blocks. A chunk's
- * 16 positions use high-bit bytes 16j .. 16j+15. */
+ * high-bit byte l adds 16 to element l of the group's sub-blocks. */
 template <> struct ob_qdot<OB_TYPE_Q5_K> {
-    static constexpr int QK = 256, BYTES = 176, CHUNKS = 8;
+    static constexpr int QK = 256, BYTES = 176, CHUNKS = 4;
     struct raw {
-        uint4 h, e, q;
+        uint4 h, e0, e1, q0, q1;
     };
+    typedef kq_xin xin;
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
-        const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
+        const uint8_t *b = row + (size_t)(c >> 2) * BYTES;
         r.h = ld_u128(b);
-        r.e = ld_u128(b + 16 + 16 * (c & 1));
-        r.q = ld_u128(b + 48 + 16 * (c & 7));
+        r.e0 = ld_u128(b + 16);
+        r.e1 = ld_u128(b + 32);
+        r.q0 = ld_u128(b + 48 + 32 * (c & 3));
+        r.q1 = ld_u128(b + 64 + 32 * (c & 3));
     }
-    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
-        const int g = (c & 7) >> 1;
-        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, e[4] = {r.e.x, r.e.y, r.e.z, r.e.w};
-        uint32_t lo[4], hi[4];
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        const int g = c & 3;
+        const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+        const uint32_t e[8] = {r.e0.x, r.e0.y, r.e0.z, r.e0.w, r.e1.x, r.e1.y, r.e1.z, r.e1.w};
+        uint32_t lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 8; i++) {
             lo[i] = (q[i] & 0x0F0F0F0Fu) | (((e[i] >> (2 * g)) & 0x01010101u) << 4);
             hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | (((e[i] >> (2 * g + 1)) & 0x01010101u) << 4);
         }
-        kq_dot<NT>(r.h, lo, hi, c, a, acc);
+        return kq_dot1(r.h, lo, hi, c, x);
     }
 };
 
@@ -245,6 +273,10 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
     struct raw {
         uint32_t a[2], b[2], e[2], sc, d; /* sc: the four scales as bytes */
     };
+    struct xin {
+        int2 x[4];
+        float dx[4];
+    };
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
         const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
         const int h = (c & 7) >> 2, l = 8 * (c & 3);
@@ -257,13 +289,20 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
         /* scales 8h + 2k + (l >= 16), k = 0..3: byte (l >= 16) of each 16-bit
          * pair of scale bytes 8h .. 8h+7 */
         const uint32_t s01 = ld_u32_a2(b + 192 + 8 * h), s23 = ld_u32_a2(b + 196 + 8 * h);
-        const uint32_t sel = l >= 16 ? 0x7531u : 0x6420u;
-        r.sc = ob_byte_perm(s01, s23, sel);
+        r.sc = ob_byte_perm(s01, s23, l >= 16 ? 0x7531u : 0x6420u);
         r.d = ld_u16(b + 208);
     }
-    template <int NT> OB_QFN void dot(const raw &r, int c, const q8_act &a, float *acc) {
-        const int64_t blk = c >> 3;
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
         const int h = (c & 7) >> 2, l = 8 * (c & 3);
+        const int64_t xb = (int64_t)(c >> 3) * 8 + 4 * h; /* element 128h + 32k + l is in activation block xb + k */
+        const int8_t *q = a.qx + t * a.ldq + xb * 32 + l;
+#pragma unroll
+        for (int k = 0; k < 4; k++) x.x[k] = ld_x64(q + 32 * k);
+        const float4 d01 = *(const float4 *)(a.dx + t * a.ldd + 2 * xb);
+        const float4 d23 = *(const float4 *)(a.dx + t * a.ldd + 2 * xb + 4);
+        x.dx[0] = d01.x, x.dx[1] = d01.z, x.dx[2] = d23.x, x.dx[3] = d23.z;
+    }
+    OB_QFN float dot1(const raw &r, int, const xin &x) {
         uint32_t w[4][2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -273,24 +312,12 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
             w[2][i] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
             w[3][i] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
         }
-        const float d = ob_h2f((uint16_t)r.d);
-        float ds[4];
+        float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < 4; k++) ds[k] = d * (float)(int8_t)(r.sc >> (8 * k));
-        const int64_t xb = blk * 8 + 4 * h; /* element 128h + 32k + l is in activation block xb + k */
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int8_t *q = a.qx + t * a.ldq + xb * 32 + l;
-            const float4 dx = *(const float4 *)(a.dx + t * a.ldd + xb);
-            const float dxk[4] = {dx.x, dx.y, dx.z, dx.w};
-            float s = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int2 x = ld_x64(q + 32 * k);
-                s += dxk[k] * ds[k] * (float)ob_dp4a(w[k][1], (uint32_t)x.y, ob_dp4a(w[k][0], (uint32_t)x.x, 0));
-            }
-            acc[t] += s;
-        }
+        for (int k = 0; k < 4; k++)
+            s += x.dx[k] * (float)(int8_t)(r.sc >> (8 * k)) *
+                 (float)ob_dp4a(w[k][1], (uint32_t)x.x[k].y, ob_dp4a(w[k][0], (uint32_t)x.x[k].x, 0));
+        return ob_h2f((uint16_t)r.d) * s;
     }
 };
 
@@ -310,18 +337,25 @@ template <int T, int NT> OB_QFN void ob_qdot_row(const uint8_t *row, int64_t nin
     for (int c = 0; c < nc; c++) {
         typename Q::raw r;
         Q::load(row, c, r);
-        Q::template dot<NT>(r, c, a, acc);
+        for (int t = 0; t < NT; t++) {
+            typename Q::xin x;
+            Q::xload(c, a, t, x);
+            acc[t] += Q::dot1(r, c, x);
+        }
     }
 }
 
-/* Host version of the activation quantizer (the kernel does the same per 32). */
+/* Host version of the activation quantizer (the kernels do the same per
+ * 32): dx gets 2 floats per block, the scale and the scale times the sum. */
 static inline void ob_q8_act_ref(const float *x, int64_t n, int8_t *qx, float *dx) {
     for (int64_t b = 0; b < n / 32; b++) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int i = 0; i < 32; i++) qx[b * 32 + i] = (int8_t)roundf(x[b * 32 + i] * id);
-        dx[b] = d;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) sum += qx[b * 32 + i] = (int8_t)roundf(x[b * 32 + i] * id);
+        dx[2 * b] = d;
+        dx[2 * b + 1] = d * (float)sum;
     }
 }
 

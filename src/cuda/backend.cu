@@ -478,6 +478,7 @@ static void cuda_free_backend(ob_backend *b) {
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
+    if (c->act16_scratch) cudaFree(c->act16_scratch);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->attn_scratch) cudaFree(c->attn_scratch);
     if (c->luts) cudaFree(c->luts);
@@ -553,6 +554,7 @@ static int backend_init(cuda_backend *c) {
     c->mmvq_r = getenv("OB_CUDA_MMVQ_R") ? atoi(getenv("OB_CUDA_MMVQ_R")) : 2;
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
+    c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
     c->slots = (cuda_graph_slot *)calloc(CUDA_GRAPH_SLOTS, sizeof(cuda_graph_slot));
     if (!c->slots) return ob_cuda_err(OB_ERR_OOM, "CUDA backend");

@@ -111,6 +111,9 @@ typedef struct cuda_backend {
     /* Device scratch: dequantized weight rows for cuBLAS, attention partials. */
     void *gemm_scratch;
     size_t gemm_scratch_bytes;
+    void *act16_scratch;        /* activations in bf16/f16 for the tensor-core products */
+    size_t act16_scratch_bytes;
+    bool gemm16;                /* 16-bit tensor cores for batches (default); OB_CUDA_GEMM=tf32: float32 + TF32 */
     void *attn_scratch;
     size_t attn_scratch_bytes;
     void *q8_scratch;           /* activations quantized for the integer decode kernel (mmvq.cu) */

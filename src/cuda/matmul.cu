@@ -4,6 +4,8 @@
  * decode kernel (mmv.cuh) and dequantize-then-cuBLAS for larger batches.
  * See matmul.cuh for why each path looks the way it does.
  */
+#include <cuda_bf16.h>
+
 #include "matmul.cuh"
 #include "quant.cuh"
 
@@ -95,27 +97,48 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
     return 0;
 }
 
-/* ---- dequantize rows to float32 (for cuBLAS) ---- */
+/* ---- dequantize rows for cuBLAS: to bf16 (tensor cores) or float32 ---- */
 
-template <int T>
+static __device__ __forceinline__ void store8(float *o, const float *v) {
+    ((float4 *)o)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)o)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+static __device__ __forceinline__ void store8(__nv_bfloat16 *o, const float *v) {
+    __nv_bfloat162 p[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) p[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+    *(uint4 *)o = *(const uint4 *)p;
+}
+static __device__ __forceinline__ void store1(float *o, float v) { *o = v; }
+static __device__ __forceinline__ void store1(__nv_bfloat16 *o, float v) { *o = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store1(__half *o, float v) { *o = __float2half_rn(v); }
+
+template <int T, typename O>
 __global__ void dequant_kernel(const uint8_t *__restrict__ w, size_t nb1, int64_t nch, int64_t rows,
-                               float *__restrict__ dst, const int8_t *__restrict__ lut) {
+                               O *__restrict__ dst, const int8_t *__restrict__ lut) {
     const int64_t total = rows * nch;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / nch, ch = i % nch;
         float v[8];
         deq_chunk<T>(w + (size_t)r * nb1, ch, v, lut);
-        float4 *o = (float4 *)(dst + r * nch * 8 + ch * 8);
-        o[0] = make_float4(v[0], v[1], v[2], v[3]);
-        o[1] = make_float4(v[4], v[5], v[6], v[7]);
+        store8(dst + r * nch * 8 + ch * 8, v);
     }
 }
 
+template <typename O>
 __global__ void dequant_float_kernel(int type, const uint8_t *__restrict__ w, size_t nb1, int64_t ne0, int64_t rows,
-                                     float *__restrict__ dst) {
+                                     O *__restrict__ dst) {
     const int64_t total = rows * ne0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = float_elem(type, w + (size_t)(i / ne0) * nb1, i % ne0);
+        store1(dst + i, float_elem(type, w + (size_t)(i / ne0) * nb1, i % ne0));
+}
+
+/* Activations [n][ld] float -> [n][nin] bf16 or f16, for the tensor-core products. */
+template <typename O>
+__global__ void act16_kernel(const float *__restrict__ x, int64_t ldx, int64_t nin, int64_t n, O *__restrict__ dst) {
+    const int64_t total = n * nin;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        store1(dst + i, x[(i / nin) * ldx + i % nin]);
 }
 
 static unsigned grid_for(int64_t work, int threads, const cuda_backend *c) {
@@ -123,20 +146,22 @@ static unsigned grid_for(int64_t work, int threads, const cuda_backend *c) {
     return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
 }
 
-static int dequant_rows(cuda_backend *c, const ob_tensor *w, int64_t r0, int64_t rows, float *dst) {
+template <typename O> static int dequant_rows(cuda_backend *c, const ob_tensor *w, int64_t r0, int64_t rows, O *dst) {
     const int64_t ne0 = w->ne[0];
     const uint8_t *src = (const uint8_t *)w->data + (size_t)r0 * w->nb[1];
     const int threads = 256;
     if (ne0 % 8 != 0) {
-        OB_TRY(cuda_launch(c, dequant_float_kernel, grid_for(rows * ne0, threads, c), threads, 0, (int)w->type, src, w->nb[1],
-                                                                                         ne0, rows, dst));
+        OB_TRY(cuda_launch(c, dequant_float_kernel<O>, grid_for(rows * ne0, threads, c), threads, 0, (int)w->type,
+                           src, w->nb[1], ne0, rows, dst));
         return 0;
     }
     const int64_t nch = ne0 / 8;
     const unsigned grid = grid_for(rows * nch, threads, c);
     switch ((int)w->type) {
-#define OB_CASE(T)                                                                                       \
-    case T: OB_TRY(cuda_launch(c, dequant_kernel<T>, grid, threads, 0, src, w->nb[1], nch, rows, dst, c->luts)); break;
+#define OB_CASE(T)                                                                                           \
+    case T:                                                                                                  \
+        OB_TRY(cuda_launch(c, dequant_kernel<T, O>, grid, threads, 0, src, w->nb[1], nch, rows, dst, c->luts)); \
+        break;
         OB_CUDA_FOR_EACH_TYPE(OB_CASE)
 #undef OB_CASE
     default: return ob_cuda_err(OB_ERR_INTERNAL, "dequant: type %d", (int)w->type);
@@ -166,7 +191,42 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
                                CUDA_R_32F, (int)(w->nb[1] / sizeof(float)), x->data, CUDA_R_32F, (int)ldb, &zero,
                                out->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else if (c->gemm16) {
+        /* 16-bit tensor cores with float32 accumulation: F16 weights as they
+         * are against f16 activations; BF16 weights as they are, and every
+         * quantized type dequantized to bf16 (a slice of rows at a time),
+         * against bf16 activations (bf16: the activations' range is safe) */
+        const bool f16 = w->type == OB_TYPE_F16;
+        const bool direct = (f16 || w->type == OB_TYPE_BF16) && w->nb[1] % 2 == 0 && ((uintptr_t)w->data % 2) == 0;
+        const cudaDataType dt = f16 ? CUDA_R_16F : CUDA_R_16BF;
+        OB_TRY(cuda_scratch(c, &c->act16_scratch, &c->act16_scratch_bytes, (size_t)(n * nin) * 2));
+        if (f16)
+            OB_TRY(cuda_launch(c, act16_kernel<__half>, grid_for(n * nin, 256, c), 256, 0, (const float *)x->data,
+                               ldb, nin, n, (__half *)c->act16_scratch));
+        else
+            OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0,
+                               (const float *)x->data, ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
+        if (direct) {
+            OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
+                                   dt, (int)(w->nb[1] / 2), c->act16_scratch, dt, (int)nin, &zero, out->data,
+                                   CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        } else {
+            int64_t rpc = (int64_t)(2 * GEMM_SCRATCH_FLOATS / (size_t)nin);
+            if (rpc < 1) rpc = 1;
+            if (rpc > nout) rpc = nout;
+            OB_TRY(cuda_scratch(c, &c->gemm_scratch, &c->gemm_scratch_bytes, (size_t)rpc * (size_t)nin * 2));
+            __nv_bfloat16 *scr = (__nv_bfloat16 *)c->gemm_scratch;
+            for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
+                const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
+                OB_TRY(dequant_rows(c, w, r0, rows, scr));
+                OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
+                                       CUDA_R_16BF, (int)nin, c->act16_scratch, CUDA_R_16BF, (int)nin, &zero,
+                                       (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
+            }
+        }
     } else {
+        /* OB_CUDA_GEMM=tf32: float32 dequantization and TF32 tensor cores */
         int64_t rpc = (int64_t)(GEMM_SCRATCH_FLOATS / (size_t)nin);
         if (rpc < 1) rpc = 1;
         if (rpc > nout) rpc = nout;

@@ -148,9 +148,9 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
 
 bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     if (!c->mmvq || n > c->mmv_max || !ob_qdot_has((int)w->type)) return false;
-    const int64_t qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 ? 32 : 256;
-    /* Q4_K and Q5_K are read in 16-byte pieces, the others in 2-byte ones */
-    const size_t align = w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K ? 16 : 2;
+    const int64_t qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 ? 64 : 256;
+    /* Q4_K and Q5_K are read in 16-byte pieces, Q4_0 and Q8_0 block pairs in 4-byte ones, Q6_K in 2-byte ones */
+    const size_t align = w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K ? 16 : w->type == OB_TYPE_Q6_K ? 2 : 4;
     return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
 }
 

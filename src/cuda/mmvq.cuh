@@ -19,8 +19,8 @@
  * the 32 qx, which the types with an offset (Q4_0's -8, the K-quants'
  * minimums) multiply instead of summing the activation bytes again.
  *
- * A "chunk" is what one lane does per step: 64 weights of a K-quant group
- * (32 of Q4_0 and Q6_K, 16 of Q8_0), the code bytes that hold them and the
+ * A "chunk" is what one lane does per step: 64 weights (a K-quant group, a
+ * pair of Q4_0 or Q8_0 blocks; 32 of Q6_K), the code bytes that hold them and the
  * activation bytes they meet. Each type splits the work so the kernel can
  * issue the weight loads of several chunks and rows before it computes with
  * any of them (the bytes in flight are what hide memory latency), and load
@@ -32,9 +32,9 @@
  *
  * Blocks whose size is a multiple of 16 (Q4_K 144, Q5_K 176) are read with
  * one 16-byte load for the scales and one per 16 code bytes; consecutive
- * lanes take consecutive chunks, so a warp's loads are contiguous. Q4_0,
- * Q8_0 (18 and 34 bytes) and Q6_K (210) blocks are only 2-byte aligned and
- * are read in 16-bit pieces.
+ * lanes take consecutive chunks, so a warp's loads are contiguous. Pairs
+ * of Q4_0 and Q8_0 blocks (36 and 68 bytes) are read in 32-bit words; Q6_K
+ * blocks (210 bytes) are only 2-byte aligned and are read in 16-bit pieces.
  */
 #ifndef OB_CUDA_MMVQ_CUH
 #define OB_CUDA_MMVQ_CUH
@@ -99,60 +99,87 @@ template <int T> struct ob_qdot;
  * the chunk's contribution for one row and one token. The kernel loads the
  * activations of a chunk once for the R rows a warp works on. */
 
+/* Bytes 2..5 of the 8 (lo, hi): the 16-bit misalignment of Q4_0/Q8_0 codes. */
+OB_QFN uint32_t mid32(uint32_t lo, uint32_t hi) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_r(lo, hi, 16);
+#else
+    return (lo >> 16) | (hi << 16);
+#endif
+}
+
+/* Activations of a pair of 32-element blocks: 64 bytes, then scale and
+ * scaled sum of each. */
+struct pair_xin {
+    int4 x[4];
+    float4 ds;
+};
+
+OB_QFN void pair_xload(int c, const q8_act &a, int t, pair_xin &x) {
+    const int8_t *q = a.qx + t * a.ldq + (int64_t)c * 64;
+#pragma unroll
+    for (int i = 0; i < 4; i++) x.x[i] = ld_x128(q + 16 * i);
+    x.ds = *(const float4 *)(a.dx + t * a.ldd + 4 * (int64_t)c);
+}
+
 /* Q4_0 (18 bytes: d, 16 bytes whose low nibbles are elements 0..15 and high
- * nibbles 16..31, value q - 8). Chunk: one block. */
+ * nibbles 16..31, value q - 8). Chunk: a pair of blocks (36 bytes, 4-byte
+ * aligned when rows are): nine 32-bit loads, the first block's codes
+ * shifted out of the 16-bit misalignment. */
 template <> struct ob_qdot<OB_TYPE_Q4_0> {
-    static constexpr int QK = 32, BYTES = 18, CHUNKS = 1;
+    static constexpr int QK = 64, BYTES = 36, CHUNKS = 1;
     struct raw {
-        uint32_t q[4], d;
+        uint32_t w[9];
     };
-    struct xin {
-        int4 x0, x1;
-        float2 ds;
-    };
+    typedef pair_xin xin;
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
-        const uint8_t *b = row + (size_t)c * BYTES;
-        r.d = ld_u16(b);
+        const uint32_t *p = (const uint32_t *)(row + (size_t)c * BYTES);
 #pragma unroll
-        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 4 * i);
+        for (int i = 0; i < 9; i++) r.w[i] = p[i];
     }
-    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
-        const int8_t *q = a.qx + t * a.ldq + (int64_t)c * 32;
-        x.x0 = ld_x128(q);
-        x.x1 = ld_x128(q + 16);
-        x.ds = *(const float2 *)(a.dx + t * a.ldd + 2 * (int64_t)c);
-    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
     OB_QFN float dot1(const raw &r, int, const xin &x) {
-        uint32_t lo[4], hi[4];
+        /* block 0: d = bytes 0-1, codes 2..17; block 1: d = bytes 18-19, codes 20..35 */
+        const uint32_t q0[4] = {mid32(r.w[0], r.w[1]), mid32(r.w[1], r.w[2]), mid32(r.w[2], r.w[3]),
+                                mid32(r.w[3], r.w[4])};
+        const uint32_t q1[4] = {r.w[5], r.w[6], r.w[7], r.w[8]};
+        int s[2];
 #pragma unroll
-        for (int i = 0; i < 4; i++) lo[i] = r.q[i] & 0x0F0F0F0Fu, hi[i] = (r.q[i] >> 4) & 0x0F0F0F0Fu;
-        const int s = dot16(lo[0], lo[1], lo[2], lo[3], x.x0) + dot16(hi[0], hi[1], hi[2], hi[3], x.x1);
-        return ob_h2f((uint16_t)r.d) * (x.ds.x * (float)s - 8.0f * x.ds.y);
+        for (int b = 0; b < 2; b++) {
+            const uint32_t *q = b ? q1 : q0;
+            uint32_t lo[4], hi[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+            s[b] = dot16(lo[0], lo[1], lo[2], lo[3], x.x[2 * b]) + dot16(hi[0], hi[1], hi[2], hi[3], x.x[2 * b + 1]);
+        }
+        const float d0 = ob_h2f((uint16_t)(r.w[0] & 0xffffu)), d1 = ob_h2f((uint16_t)(r.w[4] >> 16));
+        return d0 * (x.ds.x * (float)s[0] - 8.0f * x.ds.y) + d1 * (x.ds.z * (float)s[1] - 8.0f * x.ds.w);
     }
 };
 
-/* Q8_0 (34 bytes: d, 32 signed bytes). Chunk: half a block (16 bytes). */
+/* Q8_0 (34 bytes: d, 32 signed bytes). Chunk: a pair of blocks (68 bytes,
+ * 4-byte aligned when rows are): seventeen 32-bit loads. */
 template <> struct ob_qdot<OB_TYPE_Q8_0> {
-    static constexpr int QK = 32, BYTES = 34, CHUNKS = 2;
+    static constexpr int QK = 64, BYTES = 68, CHUNKS = 1;
     struct raw {
-        uint32_t q[4], d;
+        uint32_t w[17];
     };
-    struct xin {
-        int4 x;
-        float dx;
-    };
+    typedef pair_xin xin;
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
-        const uint8_t *b = row + (size_t)(c >> 1) * BYTES;
-        r.d = ld_u16(b);
+        const uint32_t *p = (const uint32_t *)(row + (size_t)c * BYTES);
 #pragma unroll
-        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_a2(b + 2 + 16 * (c & 1) + 4 * i);
+        for (int i = 0; i < 17; i++) r.w[i] = p[i];
     }
-    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
-        x.x = ld_x128(a.qx + t * a.ldq + (int64_t)c * 16);
-        x.dx = a.dx[t * a.ldd + 2 * (int64_t)(c >> 1)];
-    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
     OB_QFN float dot1(const raw &r, int, const xin &x) {
-        return ob_h2f((uint16_t)r.d) * x.dx * (float)dot16(r.q[0], r.q[1], r.q[2], r.q[3], x.x);
+        /* block 0: d = bytes 0-1, codes 2..33; block 1: d = bytes 34-35, codes 36..67 */
+        uint32_t q0[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) q0[i] = mid32(r.w[i], r.w[i + 1]);
+        const int s0 = dot16(q0[0], q0[1], q0[2], q0[3], x.x[0]) + dot16(q0[4], q0[5], q0[6], q0[7], x.x[1]);
+        const int s1 = dot16(r.w[9], r.w[10], r.w[11], r.w[12], x.x[2]) + dot16(r.w[13], r.w[14], r.w[15], r.w[16], x.x[3]);
+        const float d0 = ob_h2f((uint16_t)(r.w[0] & 0xffffu)), d1 = ob_h2f((uint16_t)(r.w[8] >> 16));
+        return d0 * x.ds.x * (float)s0 + d1 * x.ds.z * (float)s1;
     }
 };
 

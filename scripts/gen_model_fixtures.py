@@ -107,6 +107,40 @@ CASES = [
     # StarCoder2: LayerNorm with bias, biases everywhere, plain GELU-tanh MLP
     # (c_fc, c_proj), sliding window 16, tied
     ("starcoder2", "starcoder2", {"sliding_window": 16}),
+    # Families added for the next loaders (configs built by build_config_more;
+    # each case fails alone if its config is refused).
+    # OLMo 2: post-attention/post-MLP RMSNorms, q/k RMSNorm over the whole projection
+    ("olmo2", "olmo2", {}),
+    # OLMo 1: LayerNorm without weights or bias
+    ("olmo", "olmo", {}),
+    # SmolLM3: Llama with RoPE left out on every 4th layer (4 layers: the last has none)
+    ("smollm3", "smollm3", {"n_layer": 4, "tied": True}),
+    # Cohere Command-R: LayerNorm without bias, parallel attention + MLP, logit scale, tied
+    ("cohere", "cohere", {"logit_scale": 0.25}),
+    # Nemotron: LayerNorm1p with bias, squared-ReLU MLP (no gate), partial rotary 0.5
+    ("nemotron", "nemotron", {"partial_rotary_factor": 0.5}),
+    # GLM-4 (0414): post-norms, fused gate_up, q/k/v biases, partial rotary 0.5 (interleaved)
+    ("glm4", "glm4", {"partial_rotary_factor": 0.5}),
+    # ERNIE 4.5 dense: Llama layout, interleaved RoPE, tied
+    ("ernie4_5", "ernie4_5", {"tied": True}),
+    # Arcee AFM: Llama layout with a squared-ReLU MLP (no gate)
+    ("arcee", "arcee", {}),
+    # Seed-OSS: Llama layout with q/k/v biases
+    ("seed_oss", "seed_oss", {}),
+    # StarCoder 1 / GPTBigCode: learned positions, multi-query attention, fused c_attn, tied
+    ("gpt_bigcode", "gpt_bigcode", {}),
+    # Falcon 7B style: parallel attention + MLP under one LayerNorm, multi-query, fused qkv
+    ("falcon", "falcon", {}),
+    # GPT-J: parallel attention + MLP, interleaved partial rotary (8 of 16 dims), biased lm_head
+    ("gptj", "gptj", {"rotary_dim": 8}),
+    # OLMoE: 8 experts top-2 (not renormalised), q/k RMSNorm over the whole projection
+    ("olmoe", "olmoe", {"n_expert": 8, "top_k": 2}),
+    # Granite MoE: granite multipliers, 4 experts top-2
+    ("granitemoe", "granitemoe", {"n_expert": 4, "top_k": 2, "embedding_multiplier": 3.0,
+                                  "residual_multiplier": 0.5, "attention_multiplier": 0.1, "logits_scaling": 2.0}),
+    # DeepSeek-V3: multi-head latent attention (q and kv LoRA ranks), first layer dense,
+    # then 8 routed experts (sigmoid scores, grouped top-2) + 1 shared expert
+    ("deepseek_v3", "deepseek_v3", {}),
 ]
 
 HF_CLASSES = {
@@ -127,7 +161,26 @@ HF_CLASSES = {
     "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM"),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM"),
+    "cohere": ("CohereConfig", "CohereForCausalLM"),
+    "nemotron": ("NemotronConfig", "NemotronForCausalLM"),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM"),
+    "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM"),
+    "arcee": ("ArceeConfig", "ArceeForCausalLM"),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM"),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM"),
+    "falcon": ("FalconConfig", "FalconForCausalLM"),
+    "gptj": ("GPTJConfig", "GPTJForCausalLM"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
+    "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
 }
+
+# families built by build_config_more
+MORE_FAMILIES = ("olmo2", "olmo", "smollm3", "cohere", "nemotron", "glm4", "ernie4_5", "arcee", "seed_oss",
+                 "gpt_bigcode", "falcon", "gptj", "olmoe", "granitemoe", "deepseek_v3")
 
 # families whose config takes its own argument names (built by build_config_other)
 OTHER_FAMILIES = ("granite", "stablelm", "gptneox", "gpt2", "starcoder2")
@@ -252,7 +305,77 @@ def prompt_ids(seed, n_vocab, ids):
     return [ids["bos"]] + [rng.choice(pool) for _ in range(N_PROMPT - 1)]
 
 
+def build_config_more(transformers, family, opts, n_vocab, ids):
+    """Configs of the families added for the next loaders: the shared shape
+    (hidden 64, 4 heads, 2 KV heads where the family has grouped heads,
+    intermediate 128, 2 layers) in each class's own argument names."""
+    cls = getattr(transformers, HF_CLASSES[family][0])
+    ids_kw = dict(bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"])
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    n_layer = opts.get("n_layer", 2)
+    if family in ("gpt_bigcode", "gptj"):
+        kw = dict(vocab_size=n_vocab, n_embd=64, n_layer=n_layer, n_head=4, n_inner=128, n_positions=256,
+                  layer_norm_epsilon=1e-5, initializer_range=0.2, use_cache=True, **ids_kw)
+        if family == "gpt_bigcode":
+            kw.update(activation_function="gelu_pytorch_tanh", multi_query=True, tie_word_embeddings=True)
+        else:
+            kw.update(activation_function="gelu_new", rotary_dim=opts["rotary_dim"], tie_word_embeddings=False)
+        cfg = cls(**kw)
+        assert cfg.vocab_size == n_vocab and cfg.n_embd == 64, cfg
+        return cfg
+    kw = dict(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=n_layer,
+              num_attention_heads=4, max_position_embeddings=256, initializer_range=0.2, use_cache=True,
+              tie_word_embeddings=bool(opts.get("tied")), **ids_kw)
+    if family == "falcon":
+        kw.pop("intermediate_size")
+        kw.update(num_kv_heads=1, new_decoder_architecture=False, multi_query=True, parallel_attn=True, bias=False,
+                  alibi=False, layer_norm_epsilon=1e-5, ffn_hidden_size=128, tie_word_embeddings=True)
+    else:
+        kw["num_key_value_heads"] = 2
+    if family in ("olmo2", "smollm3", "ernie4_5", "arcee", "seed_oss", "olmoe", "granitemoe", "glm4",
+                  "deepseek_v3"):
+        kw["rms_norm_eps"] = 1e-5
+    if family in ("olmo2", "olmo", "smollm3", "ernie4_5", "seed_oss", "olmoe", "granitemoe", "glm4", "deepseek_v3"):
+        kw["hidden_act"] = "silu"
+    if family == "olmo":
+        kw["clip_qkv"] = None
+    if family == "cohere":
+        kw.update(logit_scale=opts["logit_scale"], layer_norm_eps=1e-5, use_qk_norm=False, hidden_act="silu",
+                  tie_word_embeddings=True)
+    if family == "nemotron":
+        kw.update(hidden_act="relu2", norm_eps=1e-5, head_dim=16, partial_rotary_factor=opts["partial_rotary_factor"])
+        rope["partial_rotary_factor"] = opts["partial_rotary_factor"]
+    if family == "glm4":
+        kw.update(head_dim=16, attention_bias=True, partial_rotary_factor=opts["partial_rotary_factor"])
+        rope["partial_rotary_factor"] = opts["partial_rotary_factor"]
+    if family == "ernie4_5":
+        kw.update(head_dim=16, use_bias=False)
+    if family == "arcee":
+        kw.update(hidden_act="relu2")
+    if family == "seed_oss":
+        kw.update(head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=False)
+    if family == "olmoe":
+        kw.update(intermediate_size=32, num_experts=opts["n_expert"], num_experts_per_tok=opts["top_k"],
+                  norm_topk_prob=False, router_aux_loss_coef=0.0)
+    if family == "granitemoe":
+        kw.update(intermediate_size=32, num_local_experts=opts["n_expert"], num_experts_per_tok=opts["top_k"],
+                  router_aux_loss_coef=0.0, embedding_multiplier=opts["embedding_multiplier"],
+                  residual_multiplier=opts["residual_multiplier"], attention_multiplier=opts["attention_multiplier"],
+                  logits_scaling=opts["logits_scaling"])
+    if family == "deepseek_v3":
+        kw.update(num_key_value_heads=4, moe_intermediate_size=32, first_k_dense_replace=1, n_shared_experts=1,
+                  n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+                  norm_topk_prob=True, q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                  v_head_dim=16, rope_interleave=True)
+    kw["rope_parameters"] = rope
+    cfg = cls(**kw)
+    assert cfg.vocab_size == n_vocab and cfg.hidden_size == 64 and cfg.num_hidden_layers == n_layer, cfg
+    return cfg
+
+
 def build_config(transformers, family, opts, n_vocab, ids):
+    if family in MORE_FAMILIES:
+        return build_config_more(transformers, family, opts, n_vocab, ids)
     if family in OTHER_FAMILIES:
         return build_config_other(transformers, family, opts, n_vocab, ids)
     v5 = int(transformers.__version__.split(".")[0]) >= 5

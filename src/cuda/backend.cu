@@ -90,6 +90,7 @@ typedef struct cuda_rec {
     int nargs;
     size_t off, bytes;          /* argument bytes in rec_args */
     uint16_t aoff[24];          /* offset of each argument from off */
+    bool pdl;                   /* may start when the kernel before it has begun (hopper.cuh) */
 } cuda_rec;
 
 /* A graph built from a recording: a chain of one staging copy and the
@@ -138,6 +139,8 @@ int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, si
     r->block = block;
     r->smem = (unsigned)smem;
     r->nargs = nargs;
+    r->pdl = c->rec_pdl;
+    c->rec_pdl = false;
     r->off = (c->rec_used + 15) & ~(size_t)15;
     size_t o = 0;
     for (int i = 0; i < nargs; i++) {
@@ -186,7 +189,9 @@ static cudaKernelNodeParams rec_params(const cuda_rec *r, const uint8_t *args, v
 static bool same_kernels(const cuda_graph_slot *s, const cuda_backend *c) {
     if (!s->exec || s->n != c->n_recs) return false;
     for (int i = 0; i < s->n; i++)
-        if (s->recs[i].func != c->recs[i].func || s->recs[i].nargs != c->recs[i].nargs) return false;
+        if (s->recs[i].func != c->recs[i].func || s->recs[i].nargs != c->recs[i].nargs ||
+            s->recs[i].pdl != c->recs[i].pdl)
+            return false;
     return true;
 }
 
@@ -227,7 +232,28 @@ static int slot_build(cuda_backend *c, cuda_graph_slot *s, size_t copy_off, size
     void *ptrs[REC_MAX_ARGS];
     for (int i = 0; i < s->n && e == cudaSuccess; i++) {
         const cudaKernelNodeParams p = rec_params(&c->recs[i], c->rec_args, ptrs);
-        e = cudaGraphAddKernelNode(&s->nodes[i], s->graph, &prev, 1, &p);
+        if (c->recs[i].pdl && i > 0) {
+            /* a programmatic edge: this kernel may start once every block of
+             * the one before has begun; it waits for that kernel's end
+             * itself (ob_pdl_wait) before reading what it wrote */
+            /* (a union with dim3 members: no default constructor, so raw zeroed storage) */
+            alignas(cudaGraphNodeParams) unsigned char npb[sizeof(cudaGraphNodeParams)];
+            memset(npb, 0, sizeof npb);
+            cudaGraphNodeParams &np = *(cudaGraphNodeParams *)npb;
+            np.type = cudaGraphNodeTypeKernel;
+            np.kernel.func = p.func;
+            np.kernel.gridDim = p.gridDim;
+            np.kernel.blockDim = p.blockDim;
+            np.kernel.sharedMemBytes = p.sharedMemBytes;
+            np.kernel.kernelParams = p.kernelParams;
+            cudaGraphEdgeData ed;
+            memset(&ed, 0, sizeof ed);
+            ed.from_port = cudaGraphKernelNodePortLaunchCompletion;
+            ed.type = cudaGraphDependencyTypeProgrammatic;
+            e = cudaGraphAddNode(&s->nodes[i], s->graph, &prev, &ed, 1, &np);
+        } else {
+            e = cudaGraphAddKernelNode(&s->nodes[i], s->graph, &prev, 1, &p);
+        }
         prev = s->nodes[i];
     }
     if (e == cudaSuccess) e = cudaGraphInstantiate(&s->exec, s->graph, 0);
@@ -555,6 +581,11 @@ static int backend_init(cuda_backend *c) {
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
+    {
+        int dev_major = 0;
+        cudaDeviceGetAttribute(&dev_major, cudaDevAttrComputeCapabilityMajor, c->device);
+        c->pdl = dev_major >= 9 && !(getenv("OB_CUDA_PDL") && atoi(getenv("OB_CUDA_PDL")) == 0);
+    }
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
     c->slots = (cuda_graph_slot *)calloc(CUDA_GRAPH_SLOTS, sizeof(cuda_graph_slot));
     if (!c->slots) return ob_cuda_err(OB_ERR_OOM, "CUDA backend");

@@ -161,6 +161,8 @@ typedef struct cuda_backend {
     int slot_next;
     unsigned long long n_graphs, n_node_updates, n_instantiations;
     cuda_pending_add last_add;
+    bool pdl;                   /* programmatic edges in front of decode products (OB_CUDA_PDL=0: off) */
+    bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
     cuda_pending_rope last_rope;
 } cuda_backend;
 
@@ -200,6 +202,7 @@ static inline int cuda_launch(cuda_backend *c, void (*k)(P...), dim3 grid, dim3 
         const size_t sizes[] = {sizeof(P)..., 0}, aligns[] = {alignof(P)..., 1};
         return cuda_rec_kernel(c, (const void *)k, grid, block, smem, (int)sizeof...(P), args, sizes, aligns);
     }
+    c->rec_pdl = false;
     k<<<grid, block, smem, c->stream>>>(a...);
     OB_CU(cudaGetLastError());
     return 0;

@@ -12,6 +12,7 @@
  * OB_CUDA_MMVQ=0 turns the path off (the float kernel runs instead), so the
  * two can be compared in one process.
  */
+#include "hopper.cuh"
 #include "matmul.cuh"
 #include "mmvq.cuh"
 
@@ -55,13 +56,18 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
 #pragma unroll
         for (int j = 0; j < R; j++) wr[j] = w + (size_t)(row0 + j < nout ? row0 + j : nout - 1) * nb1;
         const int step = OB_WARP * wpr;
+        typename Q::raw r[U][R];
+        bool first = true;
         for (int c0 = sub * OB_WARP + lane; c0 < nch; c0 += step * U) {
-            typename Q::raw r[U][R];
 #pragma unroll
             for (int k = 0; k < U; k++)
                 if (c0 + k * step < nch)
 #pragma unroll
                     for (int j = 0; j < R; j++) Q::load(wr[j], c0 + k * step, r[k][j]);
+            if (first) { /* weights in flight: now wait for the kernel that wrote the activations */
+                ob_pdl_wait();
+                first = false;
+            }
 #pragma unroll
             for (int k = 0; k < U; k++)
                 if (c0 + k * step < nch)
@@ -122,6 +128,7 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
     const uint8_t *wd = (const uint8_t *)w->data;
     const size_t nb1 = w->nb[1];
     const int no = (int)nout;
+    c->rec_pdl = c->pdl; /* the recorded launch may start early (hopper.cuh) */
 #define OB_L(NT, U_, R_) \
     OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U_, R_>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr))
     if (n == 1) {

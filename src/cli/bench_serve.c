@@ -376,7 +376,7 @@ static void on_event(bs_stream *st, const char *data, size_t len, double t) {
         return;
     }
     json_error_t je;
-    json_t *v = json_loadb(data, len, 0, &je);
+    json_t *v = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     if (!v) {
         res_fail(st->res, "bad event: %s", je.text);
         return;

@@ -81,7 +81,7 @@ static void stage_reset(cuda_backend *c) {
 
 /* ---- CUDA graphs (common.cuh: the recording) ---- */
 
-#define CUDA_GRAPH_SLOTS 4
+#define CUDA_GRAPH_SLOTS 8
 
 typedef struct cuda_rec {
     const void *func;

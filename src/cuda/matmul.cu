@@ -67,8 +67,10 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
             return ob_cuda_err(OB_ERR_RANGE, "token id %d is outside the vocabulary of %lld", ids[i],
                                (long long)table->ne[1]);
     if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "get_rows: %lld rows in one call", (long long)n);
-    /* the embedding lookup starts a forward pass: capture a small batch's into a graph */
-    if (n <= c->mmv_max) OB_TRY(cuda_graph_begin(c));
+    /* the embedding lookup starts a forward pass: record a batch of up to 8
+     * tokens into a graph (a graph a batch size: CUDA_GRAPH_SLOTS keeps 8, so
+     * a server whose batch size changes step to step does not rebuild them) */
+    if (n <= 8) OB_TRY(cuda_graph_begin(c));
     const void *d_ids;
     OB_TRY(cuda_stage(c, ids, (size_t)n * sizeof(int32_t), &d_ids));
     const int64_t ne0 = table->ne[0], ldo = (int64_t)(out->nb[1] / sizeof(float));

@@ -111,6 +111,43 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
             }
 }
 
+/* Batches of 9..64 tokens in one launch: a warp per row reads each weight
+ * chunk once, decodes it once, and multiplies it by every token's
+ * activations; each lane keeps its partial sums of all tokens in shared
+ * memory (a column per lane: no bank conflicts, no synchronisation), summed
+ * over the warp at the end. The weights are read once per batch instead of
+ * once per 8 tokens. */
+#define MMVQ_BATCH_MAX 64
+
+template <int T>
+__global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
+    mmvq_batch_kernel(const uint8_t *__restrict__ w, size_t nb1, int nch, int nout, q8_act a, int n,
+                      const float *__restrict__ bias, float *__restrict__ out, int64_t ldo) {
+    typedef ob_qdot<T> Q;
+    __shared__ float acc[MMVQ_WARPS][MMVQ_BATCH_MAX][OB_WARP];
+    const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
+    const int row = blockIdx.x * MMVQ_WARPS + warp;
+    if (row >= nout) return; /* whole warps */
+    for (int t = 0; t < n; t++) acc[warp][t][lane] = 0.0f;
+    const uint8_t *wr = w + (size_t)row * nb1;
+    for (int c = lane; c < nch; c += OB_WARP) {
+        typename Q::raw r;
+        Q::load(wr, c, r);
+        typename Q::dec d;
+        Q::decode(r, c, d);
+        for (int t = 0; t < n; t++) {
+            typename Q::xin x;
+            Q::xload(c, a, t, x);
+            acc[warp][t][lane] += Q::dotd(d, c, x);
+        }
+    }
+    const float b0 = bias ? bias[row] : 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float v = warp_sum(acc[warp][t][lane]);
+        if (lane == 0) out[t * ldo + row] = v + b0;
+    }
+}
+
 template <int T>
 static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a, int n,
                        const float *bias, float *out, int64_t ldo) {
@@ -195,6 +232,30 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     cuda_q8_made(c, x->data, n, nin);
     const int64_t ldo = (int64_t)(out->nb[1] / sizeof(float));
     const float *bd = bias ? (const float *)bias->data : NULL;
+    if (n > 8 && n <= MMVQ_BATCH_MAX) {
+        q8_act a;
+        a.qx = qx;
+        a.dx = dx;
+        a.ldq = nin;
+        a.ldd = 2 * nb;
+        const unsigned grid = ob_div_up((size_t)nout, MMVQ_WARPS);
+        const int no = (int)nout, nt = (int)n;
+        const uint8_t *wd = (const uint8_t *)w->data;
+        float *o = (float *)out->data;
+        switch ((int)w->type) {
+#define OB_B(T)                                                                                                       \
+    case T: {                                                                                                         \
+        const int nch = (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);                                            \
+        OB_TRY(cuda_launch(c, mmvq_batch_kernel<T>, grid, MMVQ_WARPS * OB_WARP, 0, wd, w->nb[1], nch, no, a, nt, bd, o, \
+                           ldo));                                                                                     \
+        break;                                                                                                        \
+    }
+            OB_B(OB_TYPE_Q4_0) OB_B(OB_TYPE_Q8_0) OB_B(OB_TYPE_Q4_K) OB_B(OB_TYPE_Q5_K) OB_B(OB_TYPE_Q6_K)
+#undef OB_B
+        default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: type %d", (int)w->type);
+        }
+        return 0;
+    }
     for (int64_t t0 = 0; t0 < n; t0 += 8) {
         q8_act a;
         a.qx = qx + t0 * nin;

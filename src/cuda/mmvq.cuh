@@ -138,22 +138,35 @@ template <> struct ob_qdot<OB_TYPE_Q4_0> {
         for (int i = 0; i < 9; i++) r.w[i] = p[i];
     }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
-    OB_QFN float dot1(const raw &r, int, const xin &x) {
+    /* the weights as dp4a operands: low/high nibbles of each block, and the scales */
+    struct dec {
+        uint32_t lo[2][4], hi[2][4];
+        float d[2];
+    };
+    OB_QFN void decode(const raw &r, int, dec &w) {
         /* block 0: d = bytes 0-1, codes 2..17; block 1: d = bytes 18-19, codes 20..35 */
         const uint32_t q0[4] = {mid32(r.w[0], r.w[1]), mid32(r.w[1], r.w[2]), mid32(r.w[2], r.w[3]),
                                 mid32(r.w[3], r.w[4])};
-        const uint32_t q1[4] = {r.w[5], r.w[6], r.w[7], r.w[8]};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w.lo[0][i] = q0[i] & 0x0F0F0F0Fu, w.hi[0][i] = (q0[i] >> 4) & 0x0F0F0F0Fu;
+            w.lo[1][i] = r.w[5 + i] & 0x0F0F0F0Fu, w.hi[1][i] = (r.w[5 + i] >> 4) & 0x0F0F0F0Fu;
+        }
+        w.d[0] = ob_h2f((uint16_t)(r.w[0] & 0xffffu));
+        w.d[1] = ob_h2f((uint16_t)(r.w[4] >> 16));
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
         int s[2];
 #pragma unroll
-        for (int b = 0; b < 2; b++) {
-            const uint32_t *q = b ? q1 : q0;
-            uint32_t lo[4], hi[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
-            s[b] = dot16(lo[0], lo[1], lo[2], lo[3], x.x[2 * b]) + dot16(hi[0], hi[1], hi[2], hi[3], x.x[2 * b + 1]);
-        }
-        const float d0 = ob_h2f((uint16_t)(r.w[0] & 0xffffu)), d1 = ob_h2f((uint16_t)(r.w[4] >> 16));
-        return d0 * (x.ds.x * (float)s[0] - 8.0f * x.ds.y) + d1 * (x.ds.z * (float)s[1] - 8.0f * x.ds.w);
+        for (int b = 0; b < 2; b++)
+            s[b] = dot16(w.lo[b][0], w.lo[b][1], w.lo[b][2], w.lo[b][3], x.x[2 * b]) +
+                   dot16(w.hi[b][0], w.hi[b][1], w.hi[b][2], w.hi[b][3], x.x[2 * b + 1]);
+        return w.d[0] * (x.ds.x * (float)s[0] - 8.0f * x.ds.y) + w.d[1] * (x.ds.z * (float)s[1] - 8.0f * x.ds.w);
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
     }
 };
 
@@ -171,15 +184,26 @@ template <> struct ob_qdot<OB_TYPE_Q8_0> {
         for (int i = 0; i < 17; i++) r.w[i] = p[i];
     }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
-    OB_QFN float dot1(const raw &r, int, const xin &x) {
+    struct dec {
+        uint32_t q[16];
+        float d[2];
+    };
+    OB_QFN void decode(const raw &r, int, dec &w) {
         /* block 0: d = bytes 0-1, codes 2..33; block 1: d = bytes 34-35, codes 36..67 */
-        uint32_t q0[8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q0[i] = mid32(r.w[i], r.w[i + 1]);
-        const int s0 = dot16(q0[0], q0[1], q0[2], q0[3], x.x[0]) + dot16(q0[4], q0[5], q0[6], q0[7], x.x[1]);
-        const int s1 = dot16(r.w[9], r.w[10], r.w[11], r.w[12], x.x[2]) + dot16(r.w[13], r.w[14], r.w[15], r.w[16], x.x[3]);
-        const float d0 = ob_h2f((uint16_t)(r.w[0] & 0xffffu)), d1 = ob_h2f((uint16_t)(r.w[8] >> 16));
-        return d0 * x.ds.x * (float)s0 + d1 * x.ds.z * (float)s1;
+        for (int i = 0; i < 8; i++) w.q[i] = mid32(r.w[i], r.w[i + 1]), w.q[8 + i] = r.w[9 + i];
+        w.d[0] = ob_h2f((uint16_t)(r.w[0] & 0xffffu));
+        w.d[1] = ob_h2f((uint16_t)(r.w[8] >> 16));
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
+        const int s0 = dot16(w.q[0], w.q[1], w.q[2], w.q[3], x.x[0]) + dot16(w.q[4], w.q[5], w.q[6], w.q[7], x.x[1]);
+        const int s1 = dot16(w.q[8], w.q[9], w.q[10], w.q[11], x.x[2]) + dot16(w.q[12], w.q[13], w.q[14], w.q[15], x.x[3]);
+        return w.d[0] * x.ds.x * (float)s0 + w.d[1] * x.ds.z * (float)s1;
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
     }
 };
 
@@ -216,19 +240,28 @@ OB_QFN void kq_xload(int c, const q8_act &a, int t, kq_xin &x) {
     x.dd = *(const float4 *)(a.dx + t * a.ldd + 2 * xb);
 }
 
-/* The shared tail of Q4_K and Q5_K: lo/hi hold the 32 elements of
- * sub-blocks 2g and 2g+1 (group g = chunk c % 4); element = d sc q - dmin m,
- * so a sub-block contributes d sc (dx sum qx q) - dmin m (dx sum qx). */
-OB_QFN float kq_dot1(const uint4 &h, const uint32_t *lo, const uint32_t *hi, int c, const kq_xin &x) {
+/* Q4_K and Q5_K chunks decoded: the 32 elements of sub-blocks 2g and 2g+1
+ * (group g = chunk c % 4) as dp4a operands, and each sub-block's d * scale
+ * and dmin * min; element = d sc q - dmin m, so a sub-block contributes
+ * d sc (dx sum qx q) - dmin m (dx sum qx). */
+struct kq_dec {
+    uint32_t lo[8], hi[8];
+    float ds0, dm0, ds1, dm1;
+};
+
+OB_QFN void kq_scales(const uint4 &h, int c, kq_dec &w) {
     const int g = c & 3;
     const float d = ob_h2f((uint16_t)(h.x & 0xffffu)), dmin = ob_h2f((uint16_t)(h.x >> 16));
     int sc0, m0, sc1, m1;
     kq_scale_min(h, 2 * g, &sc0, &m0);
     kq_scale_min(h, 2 * g + 1, &sc1, &m1);
-    const int s0 = dot16(lo[0], lo[1], lo[2], lo[3], x.x[0]) + dot16(lo[4], lo[5], lo[6], lo[7], x.x[1]);
-    const int s1 = dot16(hi[0], hi[1], hi[2], hi[3], x.x[2]) + dot16(hi[4], hi[5], hi[6], hi[7], x.x[3]);
-    return (d * (float)sc0) * (x.dd.x * (float)s0) - (dmin * (float)m0) * x.dd.y +
-           ((d * (float)sc1) * (x.dd.z * (float)s1) - (dmin * (float)m1) * x.dd.w);
+    w.ds0 = d * (float)sc0, w.dm0 = dmin * (float)m0, w.ds1 = d * (float)sc1, w.dm1 = dmin * (float)m1;
+}
+
+OB_QFN float kq_dotd(const kq_dec &w, const kq_xin &x) {
+    const int s0 = dot16(w.lo[0], w.lo[1], w.lo[2], w.lo[3], x.x[0]) + dot16(w.lo[4], w.lo[5], w.lo[6], w.lo[7], x.x[1]);
+    const int s1 = dot16(w.hi[0], w.hi[1], w.hi[2], w.hi[3], x.x[2]) + dot16(w.hi[4], w.hi[5], w.hi[6], w.hi[7], x.x[3]);
+    return w.ds0 * (x.dd.x * (float)s0) - w.dm0 * x.dd.y + (w.ds1 * (x.dd.z * (float)s1) - w.dm1 * x.dd.w);
 }
 
 /* Q4_K (144 bytes: d, dmin, 12 scale bytes, 128 code bytes). Group g of 64
@@ -247,12 +280,18 @@ template <> struct ob_qdot<OB_TYPE_Q4_K> {
         r.q1 = ld_u128(b + 32 + 32 * (c & 3));
     }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
-    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+    typedef kq_dec dec;
+    OB_QFN void decode(const raw &r, int c, dec &w) {
         const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
-        uint32_t lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
-        return kq_dot1(r.h, lo, hi, c, x);
+        for (int i = 0; i < 8; i++) w.lo[i] = q[i] & 0x0F0F0F0Fu, w.hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+        kq_scales(r.h, c, w);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) { return kq_dotd(w, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
     }
 };
 
@@ -274,17 +313,23 @@ template <> struct ob_qdot<OB_TYPE_Q5_K> {
         r.q1 = ld_u128(b + 64 + 32 * (c & 3));
     }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
-    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+    typedef kq_dec dec;
+    OB_QFN void decode(const raw &r, int c, dec &w) {
         const int g = c & 3;
         const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
         const uint32_t e[8] = {r.e0.x, r.e0.y, r.e0.z, r.e0.w, r.e1.x, r.e1.y, r.e1.z, r.e1.w};
-        uint32_t lo[8], hi[8];
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            lo[i] = (q[i] & 0x0F0F0F0Fu) | (((e[i] >> (2 * g)) & 0x01010101u) << 4);
-            hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | (((e[i] >> (2 * g + 1)) & 0x01010101u) << 4);
+            w.lo[i] = (q[i] & 0x0F0F0F0Fu) | (((e[i] >> (2 * g)) & 0x01010101u) << 4);
+            w.hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | (((e[i] >> (2 * g + 1)) & 0x01010101u) << 4);
         }
-        return kq_dot1(r.h, lo, hi, c, x);
+        kq_scales(r.h, c, w);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) { return kq_dotd(w, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
     }
 };
 
@@ -329,22 +374,35 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
         const float4 d23 = *(const float4 *)(a.dx + t * a.ldd + 2 * xb + 4);
         x.dx[0] = d01.x, x.dx[1] = d01.z, x.dx[2] = d23.x, x.dx[3] = d23.z;
     }
-    OB_QFN float dot1(const raw &r, int, const xin &x) {
+    struct dec {
         uint32_t w[4][2];
+        float ds[4]; /* d * scale of each quarter */
+    };
+    OB_QFN void decode(const raw &r, int, dec &w) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const uint32_t qa = r.a[i], qb = r.b[i], e = r.e[i];
-            w[0][i] = ob_vsub4((qa & 0x0F0F0F0Fu) | ((e << 4) & 0x30303030u), 0x20202020u);
-            w[1][i] = ob_vsub4((qb & 0x0F0F0F0Fu) | ((e << 2) & 0x30303030u), 0x20202020u);
-            w[2][i] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
-            w[3][i] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
+            w.w[0][i] = ob_vsub4((qa & 0x0F0F0F0Fu) | ((e << 4) & 0x30303030u), 0x20202020u);
+            w.w[1][i] = ob_vsub4((qb & 0x0F0F0F0Fu) | ((e << 2) & 0x30303030u), 0x20202020u);
+            w.w[2][i] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
+            w.w[3][i] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
         }
+        const float d = ob_h2f((uint16_t)r.d);
+#pragma unroll
+        for (int k = 0; k < 4; k++) w.ds[k] = d * (float)(int8_t)(r.sc >> (8 * k));
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            s += x.dx[k] * (float)(int8_t)(r.sc >> (8 * k)) *
-                 (float)ob_dp4a(w[k][1], (uint32_t)x.x[k].y, ob_dp4a(w[k][0], (uint32_t)x.x[k].x, 0));
-        return ob_h2f((uint16_t)r.d) * s;
+            s += x.dx[k] * w.ds[k] *
+                 (float)ob_dp4a(w.w[k][1], (uint32_t)x.x[k].y, ob_dp4a(w.w[k][0], (uint32_t)x.x[k].x, 0));
+        return s;
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
     }
 };
 

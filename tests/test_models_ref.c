@@ -7,7 +7,8 @@
  * every prompt position and its greedy continuation of 32 tokens. For each
  * case this test converts the folder with our converter (F32, F16, BF16,
  * Q8_0) into /tmp, checks the GGUF (keys, tensor names and shapes, the q/k
- * permutation against the safetensors source), then runs the prompt through
+ * permutation, GPT-NeoX's regrouped qkv and GPT-2's transposed Conv1D weights
+ * against the safetensors source), then runs the prompt through
  * the engine and compares:
  *
  *   F32 weights (F32 KV cache): relative error < 1e-4 at every position,
@@ -94,6 +95,77 @@ static const ref_case CASES[] = {
     {"mixtral", "llama", 16, false, false, false, true, NULL, 0, 2,
      "blk.N.ffn_gate_inp.weight:64x4 blk.N.ffn_gate_exps.weight:64x128 blk.N.ffn_up_exps.weight:64x128 "
      "blk.N.ffn_down_exps.weight:128x64"},
+    /* Llama lineage (granite.c, llama.c variants) and MoE, issue 10 */
+    {"granite", "granite", 16, false, false, false, true, NULL, 0, 2, NULL},
+    {"olmo2", "olmo2", 16, false, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 output_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.attn_q_norm.weight:64x1 blk.N.attn_k_norm.weight:32x1 "
+     "blk.N.post_attention_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 blk.N.ffn_down.weight:128x64 "
+     "blk.N.post_ffw_norm.weight:64x1"},
+    {"smollm3", "smollm3", 16, true, false, false, true, NULL, 0, 4,
+     "token_embd.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 blk.N.ffn_up.weight:64x128"},
+    {"arcee", "arcee", 16, false, false, false, true, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.ffn_norm.weight:64x1 blk.N.ffn_up.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"ernie4_5", "ernie4_5", 16, true, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128"},
+    {"seed_oss", "seed_oss", 16, false, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q.bias:64x1 "
+     "blk.N.attn_k.bias:32x1 blk.N.attn_v.bias:32x1 blk.N.post_attention_norm.weight:64x1 "
+     "blk.N.ffn_gate.weight:64x128"},
+    {"olmo", "olmo", 16, false, false, false, true, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_q.weight:64x64 blk.N.attn_k.weight:64x32 "
+     "blk.N.ffn_gate.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"glm4", "glm4", 8, false, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q.bias:64x1 "
+     "blk.N.post_attention_norm.weight:64x1 blk.N.ffn_norm.weight:64x1 blk.N.ffn_up.weight:64x256 "
+     "blk.N.ffn_down.weight:128x64 blk.N.post_ffw_norm.weight:64x1"},
+    {"olmoe", "olmoe", 16, false, false, false, false, NULL, 0, 2,
+     "blk.N.attn_norm.weight:64x1 blk.N.attn_q_norm.weight:64x1 blk.N.attn_k_norm.weight:32x1 "
+     "blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate_inp.weight:64x8 blk.N.ffn_gate_exps.weight:64x32 "
+     "blk.N.ffn_up_exps.weight:64x32 blk.N.ffn_down_exps.weight:32x64"},
+    {"granitemoe", "granitemoe", 16, false, false, false, true, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate_inp.weight:64x4 blk.N.ffn_gate_exps.weight:64x32 "
+     "blk.N.ffn_up_exps.weight:64x32 blk.N.ffn_down_exps.weight:32x64"},
+    /* GPT lineage (gptlike.c); head_dim is the rotated part of the head, 0 for learned positions */
+    {"stablelm", "stablelm", 4, false, true, false, false, NULL, 0, 2,
+     "output.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_q.bias:64x1 "
+     "blk.N.attn_k.bias:32x1 blk.N.attn_v.weight:64x32 blk.N.ffn_norm.bias:64x1 blk.N.ffn_gate.weight:64x128 "
+     "blk.N.ffn_down.weight:128x64"},
+    {"gptneox", "gptneox", 4, false, true, false, false, NULL, 0, 2,
+     "output.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_qkv.weight:64x192 "
+     "blk.N.attn_qkv.bias:192x1 blk.N.attn_output.bias:64x1 blk.N.ffn_norm.bias:64x1 "
+     "blk.N.ffn_up.weight:64x128 blk.N.ffn_up.bias:128x1 blk.N.ffn_down.bias:64x1"},
+    {"gpt2", "gpt2", 0, true, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 position_embd.weight:64x256 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_qkv.weight:64x192 blk.N.attn_qkv.bias:192x1 blk.N.attn_output.weight:64x64 "
+     "blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"starcoder2", "starcoder2", 16, true, true, false, false, NULL, 16, 2,
+     "token_embd.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_q.bias:64x1 "
+     "blk.N.attn_k.bias:32x1 blk.N.attn_v.bias:32x1 blk.N.attn_output.bias:64x1 blk.N.ffn_norm.bias:64x1 "
+     "blk.N.ffn_up.weight:64x128 blk.N.ffn_up.bias:128x1 blk.N.ffn_down.bias:64x1"},
+    {"gpt_bigcode", "starcoder", 0, true, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 position_embd.weight:64x256 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_qkv.weight:64x96 blk.N.attn_qkv.bias:96x1 blk.N.attn_output.weight:64x64 "
+     "blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"falcon", "falcon", 16, true, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_qkv.weight:64x96 "
+     "blk.N.attn_output.weight:64x64 blk.N.ffn_up.weight:64x128 blk.N.ffn_down.weight:128x64"},
+    {"gptj", "gptj", 8, false, false, false, false, NULL, 0, 2,
+     "output.weight:64x384 output.bias:384x1 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_q.weight:64x64 blk.N.attn_k.weight:64x64 blk.N.attn_output.weight:64x64 "
+     "blk.N.ffn_up.weight:64x128 blk.N.ffn_up.bias:128x1 blk.N.ffn_down.bias:64x1"},
+    {"cohere", "command-r", 16, true, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.ffn_gate.weight:64x128 blk.N.ffn_up.weight:64x128 "
+     "blk.N.ffn_down.weight:128x64"},
+    {"nemotron", "nemotron", 8, false, false, false, false, NULL, 0, 2,
+     "output.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x128 "
+     "blk.N.ffn_down.weight:128x64"},
 };
 
 /* What each weight type may cost. u is the rms relative rounding error of
@@ -173,6 +245,51 @@ static bool load_fixture(const ref_case *c, fixture *fx) {
 
 /* ---- the converted file ---- */
 
+/* Source element [row][col] of an F32 safetensors matrix with `cols` columns. */
+static float st_at(const ob_st_tensor *t, int64_t row, int64_t col, int64_t cols) {
+    float v;
+    memcpy(&v, t->data + (size_t)(row * cols + col) * 4, 4);
+    return v;
+}
+
+/* GPT lineage, F32 files: the rearranged tensors against their sources.
+ * gptneox: HF's query_key_value holds per head [q | k | v] (rows
+ * (3 h + j) * 16 + d); the file [all q | all k | all v] (rows j * 64 + h * 16 + d).
+ * gpt2: c_attn is a Conv1D weight [64 in][192 out]; the file's row r is its column r. */
+static void check_gpt_layouts(const ref_case *c, ob_gguf *g, ob_safetensors *st) {
+    const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.1.attn_qkv.weight");
+    int bad = 0;
+    if (!strcmp(c->arch, "gptneox")) {
+        const ob_st_tensor *src = ob_safetensors_find(st, "gpt_neox.layers.1.attention.query_key_value.weight");
+        CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64 && t->ne[1] == 192);
+        for (int j = 0; t && src && j < 3; j++)
+            for (int h = 0; h < 4; h++)
+                for (int d = 0; d < 16; d++)
+                    bad += memcmp((const float *)t->data + (size_t)(j * 64 + h * 16 + d) * 64,
+                                  src->data + (size_t)((3 * h + j) * 16 + d) * 64 * 4, 64 * 4) != 0;
+    } else if (!strcmp(c->arch, "gpt2")) {
+        const ob_st_tensor *src = ob_safetensors_find(st, "transformer.h.1.attn.c_attn.weight");
+        CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64 && t->ne[1] == 192);
+        for (int r = 0; t && src && r < 192; r++)
+            for (int i = 0; i < 64; i++) bad += ((const float *)t->data)[r * 64 + i] != st_at(src, i, r, 192);
+    } else {
+        return;
+    }
+    CHECK_MSG(bad == 0, "%s: %d attn_qkv rows/elements are not where llama.cpp puts them", c->name, bad);
+}
+
+/* Layer 0's first norm weight under the names the families give it. */
+static const ob_st_tensor *first_norm_src(const ob_safetensors *st) {
+    static const char *const names[] = {"model.layers.0.input_layernorm.weight",
+                                        "gpt_neox.layers.0.input_layernorm.weight", "transformer.h.0.ln_1.weight",
+                                        "transformer.h.0.input_layernorm.weight"};
+    for (size_t i = 0; i < OB_ARRAY_LEN(names); i++) {
+        const ob_st_tensor *t = ob_safetensors_find(st, names[i]);
+        if (t) return t;
+    }
+    return NULL;
+}
+
 static void check_gguf(const ref_case *c, const fixture *fx, const char *path, ob_type type) {
     ob_gguf *g = NULL;
     CHECK_OK(ob_gguf_open(path, &g));
@@ -185,8 +302,12 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
 #define KEY(x) (snprintf(k, sizeof k, "%s.%s", c->arch, x), k)
     CHECK_OK(ob_gguf_get_u32(g, KEY("block_count"), &u));
     CHECK_EQ_INT(u, c->n_layer);
-    CHECK_OK(ob_gguf_get_u32(g, KEY("rope.dimension_count"), &u));
-    CHECK_EQ_INT(u, c->head_dim); /* phi2: the rotated part of the head */
+    if (c->head_dim == 0) { /* learned positions (gpt2, starcoder): no RoPE keys */
+        CHECK(ob_gguf_get(g, KEY("rope.dimension_count")) == NULL);
+    } else {
+        CHECK_OK(ob_gguf_get_u32(g, KEY("rope.dimension_count"), &u));
+        CHECK_EQ_INT(u, c->head_dim); /* phi2: the rotated part of the head */
+    }
     /* written when config.json states head_dim (Qwen2's does not) */
     if (!c->tensors && ob_gguf_get_u32(g, KEY("attention.key_length"), &u) == 0) CHECK_EQ_INT(u, c->head_dim);
     if (!c->tensors && c->head_dim * 4 != 64) CHECK(ob_gguf_get(g, KEY("attention.key_length")) != NULL);
@@ -239,9 +360,13 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
             ob_safetensors *st = NULL;
             CHECK_OK(ob_safetensors_open(p, &st));
             const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.0.attn_norm.weight");
-            const ob_st_tensor *src = st ? ob_safetensors_find(st, "model.layers.0.input_layernorm.weight") : NULL;
-            CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64);
-            float add = !strncmp(c->arch, "gemma", 5) ? 1.0f : 0.0f;
+            const ob_st_tensor *src = st ? first_norm_src(st) : NULL;
+            /* olmo2 has no pre-norms, olmo's LayerNorms no weights: then no attn_norm either */
+            if (st && !src) CHECK_MSG(!t, "%s: attn_norm without input_layernorm", c->name);
+            if (st && !src) t = NULL;
+            else CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64);
+            /* Nemotron's LayerNorm1P too */
+            float add = !strncmp(c->arch, "gemma", 5) || !strcmp(c->arch, "nemotron") ? 1.0f : 0.0f;
             int bad = 0;
             for (int i = 0; t && src && i < 64; i++) {
                 float w;
@@ -249,6 +374,7 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
                 bad += ((const float *)t->data)[i] != w + add;
             }
             CHECK_MSG(bad == 0, "%s: %d attn_norm weights are not the source%s", c->name, bad, add ? " + 1" : "");
+            if (st) check_gpt_layouts(c, g, st);
             ob_safetensors_free(st);
         }
         ob_gguf_free(g);
@@ -581,6 +707,66 @@ TEST(granite_as_llama) {
     free(fx.logits);
 }
 
+/* What the GGUF forms cannot carry is refused, naming the key: the fixture
+ * of `case_name` with config.json's keys changed as `changes` says (an
+ * object, stolen) must not convert: OB_ERR_UNSUPPORTED, naming `key`. */
+static void expect_refused(const char *case_name, json_t *changes, const char *key) {
+    char src[1024], dir[256], from[1300], to[1300], out[300];
+    snprintf(src, sizeof src, "%s/tests/data/models/%s", OB_SOURCE_DIR, case_name);
+    snprintf(dir, sizeof dir, "/tmp/ob_models_ref_%d_refused_%s", (int)getpid(), case_name);
+    CHECK(mkdir(dir, 0755) == 0);
+    static const char *files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < OB_ARRAY_LEN(files); i++) {
+        snprintf(from, sizeof from, "%s/%s", src, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        CHECK_MSG(copy_file(from, to), "copy %s", from);
+    }
+    snprintf(from, sizeof from, "%s/config.json", src);
+    json_t *cfg = json_load_file(from, 0, NULL);
+    CHECK(cfg != NULL);
+    if (cfg) json_object_update(cfg, changes);
+    json_decref(changes);
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    CHECK(cfg && json_dump_file(cfg, to, 0) == 0);
+    json_decref(cfg);
+    snprintf(out, sizeof out, "%s.gguf", dir);
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    int rc = ob_convert_hf(dir, out, &o);
+    CHECK_MSG(rc == OB_ERR_UNSUPPORTED, "%s with %s changed: rc %d (%s)", case_name, key, rc, ob_last_error());
+    CHECK_MSG(strstr(ob_last_error(), key) != NULL, "message does not name %s: %s", key, ob_last_error());
+    unlink(out);
+    for (size_t i = 0; i < OB_ARRAY_LEN(files); i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        unlink(to);
+    }
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    unlink(to);
+    rmdir(dir);
+}
+
+TEST(llama_variants_refuse_what_gguf_cannot_carry) {
+    /* NoPE on layer 2, not 3; then the period 2 that transformers derives the list from when it is null */
+    expect_refused("smollm3", json_pack("{s:[iiii]}", "no_rope_layers", 1, 1, 0, 1), "no_rope_layers");
+    expect_refused("smollm3", json_pack("{s:n, s:i}", "no_rope_layers", "no_rope_layer_interval", 2),
+                   "no_rope_layer_interval");
+    expect_refused("olmo", json_pack("{s:f}", "clip_qkv", 8.0), "clip_qkv");
+    expect_refused("olmoe", json_pack("{s:f}", "clip_qkv", 8.0), "clip_qkv");
+    expect_refused("arcee", json_pack("{s:b}", "mlp_bias", 1), "mlp_bias");
+    expect_refused("ernie4_5", json_pack("{s:b}", "use_bias", 1), "use_bias");
+}
+
+/* The case called `name` (cases added later are found by name, not index). */
+static void run_named(const char *name) {
+    for (size_t i = 0; i < OB_ARRAY_LEN(CASES); i++)
+        if (!strcmp(CASES[i].name, name)) {
+            run_case(&CASES[i]);
+            return;
+        }
+    CHECK_MSG(false, "no case %s", name);
+}
+
 TEST(llama) { run_case(&CASES[0]); }
 TEST(llama_tied) { run_case(&CASES[1]); }
 TEST(llama_rope_linear) { run_case(&CASES[2]); }
@@ -598,5 +784,70 @@ TEST(phi2) { run_case(&CASES[13]); }
 TEST(qwen3moe) { run_case(&CASES[14]); }
 TEST(qwen2moe) { run_case(&CASES[15]); }
 TEST(mixtral) { run_case(&CASES[16]); }
+TEST(granite) { run_named("granite"); }
+TEST(olmo2) { run_named("olmo2"); }
+TEST(smollm3) { run_named("smollm3"); }
+TEST(arcee) { run_named("arcee"); }
+TEST(ernie4_5) { run_named("ernie4_5"); }
+TEST(seed_oss) { run_named("seed_oss"); }
+TEST(olmo) { run_named("olmo"); }
+TEST(glm4) { run_named("glm4"); }
+TEST(olmoe) { run_named("olmoe"); }
+TEST(granitemoe) { run_named("granitemoe"); }
+
+/* GPT-lineage configs the converter does not write refuse with the key named. */
+TEST(gptlike_refusals) {
+    static const struct {
+        const char *fixture, *key, *value; /* value NULL: the key removed */
+        int rc;
+        const char *says;
+    } bad[] = {
+        {"falcon", "alibi", "true", OB_ERR_UNSUPPORTED, "alibi"},
+        {"falcon", "new_decoder_architecture", "true", OB_ERR_UNSUPPORTED, "new_decoder_architecture"},
+        {"stablelm", "qk_layernorm", "true", OB_ERR_UNSUPPORTED, "qk_layernorm"},
+        {"cohere", "use_qk_norm", "true", OB_ERR_UNSUPPORTED, "use_qk_norm"},
+        {"gpt2", "scale_attn_by_inverse_layer_idx", "true", OB_ERR_UNSUPPORTED, "scale_attn_by_inverse_layer_idx"},
+        {"nemotron", "hidden_act", "\"gelu\"", OB_ERR_UNSUPPORTED, "hidden_act"},
+        {"gptneox", "rope_parameters", "{\"rope_type\": \"linear\", \"factor\": 2.0}", OB_ERR_UNSUPPORTED, "RoPE"},
+        {"gpt2", "n_embd", NULL, OB_ERR_FORMAT, "n_embd"},
+        {"gptj", "rotary_dim", "17", OB_ERR_FORMAT, "rotated dimensions"},
+    };
+    for (size_t i = 0; i < OB_ARRAY_LEN(bad); i++) {
+        char dir[256], p[1200], out[300];
+        snprintf(dir, sizeof dir, "/tmp/ob_models_ref_%d_refuse%zu", (int)getpid(), i);
+        CHECK(mkdir(dir, 0755) == 0);
+        snprintf(p, sizeof p, "%s/tests/data/models/%s/config.json", OB_SOURCE_DIR, bad[i].fixture);
+        json_t *cfg = json_load_file(p, 0, NULL);
+        CHECK_MSG(cfg != NULL, "%s", p);
+        if (!cfg) continue;
+        if (bad[i].value)
+            json_object_set_new(cfg, bad[i].key, json_loads(bad[i].value, JSON_DECODE_ANY, NULL));
+        else
+            json_object_del(cfg, bad[i].key);
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        CHECK(json_dump_file(cfg, p, 0) == 0);
+        json_decref(cfg);
+        snprintf(out, sizeof out, "%s.gguf", dir);
+        int rc = ob_convert_hf(dir, out, NULL);
+        CHECK_MSG(rc == bad[i].rc, "%s with %s: rc %d, want %d (%s)", bad[i].fixture, bad[i].key, rc, bad[i].rc,
+                  ob_last_error());
+        CHECK_MSG(strstr(ob_last_error(), bad[i].says) != NULL, "%s with %s: '%s' does not say '%s'", bad[i].fixture,
+                  bad[i].key, ob_last_error(), bad[i].says);
+        unlink(p);
+        unlink(out);
+        rmdir(dir);
+    }
+}
+
+/* GPT lineage (gptlike.c) */
+TEST(stablelm) { run_named("stablelm"); }
+TEST(gptneox) { run_named("gptneox"); }
+TEST(gpt2) { run_named("gpt2"); }
+TEST(starcoder2) { run_named("starcoder2"); }
+TEST(gpt_bigcode) { run_named("gpt_bigcode"); }
+TEST(falcon) { run_named("falcon"); }
+TEST(gptj) { run_named("gptj"); }
+TEST(cohere) { run_named("cohere"); }
+TEST(nemotron) { run_named("nemotron"); }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -28,6 +28,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "../gguf/gguf.h"
+#include "hf_gptlike.h"
 #include "hf_internal.h"
 #include "safetensors.h"
 
@@ -50,12 +51,14 @@ long long ob_convert_qk_src_row(long long r, long long rows, long long n_head) {
  * (embeddings, then each block, then the head). */
 typedef enum slot {
     S_TOKEN_EMBD,
+    S_POS_EMBD,
     S_ROPE_FREQS,
     S_ROPE_FACTORS_LONG,
     S_ROPE_FACTORS_SHORT,
     S_ATTN_NORM,
     S_ATTN_NORM_B,
     S_ATTN_QKV,
+    S_ATTN_QKV_B,
     S_ATTN_Q,
     S_ATTN_Q_B,
     S_ATTN_K,
@@ -68,6 +71,7 @@ typedef enum slot {
     S_ATTN_K_NORM,
     S_ATTN_POST_NORM,
     S_FFN_NORM,
+    S_FFN_NORM_B,
     S_FFN_GATE_UP,
     S_FFN_GATE,
     S_FFN_GATE_B,
@@ -99,12 +103,14 @@ static const struct {
     dimkind d0, d1;   /* expected shape, PyTorch order (rows, cols); D_NONE: 1-D */
 } g_slots[S_COUNT] = {
     [S_TOKEN_EMBD] = {"model.embed_tokens.weight", "token_embd.weight", D_VOCAB, D_EMBD},
+    [S_POS_EMBD] = {NULL, "position_embd.weight", D_NONE, D_NONE}, /* GPT lineage (hf_gptlike.c) */
     [S_ROPE_FREQS] = {NULL, "rope_freqs.weight", D_NONE, D_NONE},
     [S_ROPE_FACTORS_LONG] = {NULL, "rope_factors_long.weight", D_NONE, D_NONE},
     [S_ROPE_FACTORS_SHORT] = {NULL, "rope_factors_short.weight", D_NONE, D_NONE},
     [S_ATTN_NORM] = {"input_layernorm.weight", "attn_norm.weight", D_EMBD, D_NONE},
     [S_ATTN_NORM_B] = {"input_layernorm.bias", "attn_norm.bias", D_EMBD, D_NONE},
     [S_ATTN_QKV] = {"self_attn.qkv_proj.weight", "attn_qkv.weight", D_QKV, D_EMBD},
+    [S_ATTN_QKV_B] = {NULL, "attn_qkv.bias", D_NONE, D_NONE}, /* GPT lineage */
     [S_ATTN_Q] = {"self_attn.q_proj.weight", "attn_q.weight", D_Q, D_EMBD},
     [S_ATTN_Q_B] = {"self_attn.q_proj.bias", "attn_q.bias", D_Q, D_NONE},
     [S_ATTN_K] = {"self_attn.k_proj.weight", "attn_k.weight", D_KV, D_EMBD},
@@ -117,6 +123,7 @@ static const struct {
     [S_ATTN_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight", D_HD, D_NONE},
     [S_ATTN_POST_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight", D_EMBD, D_NONE},
+    [S_FFN_NORM_B] = {NULL, "ffn_norm.bias", D_NONE, D_NONE}, /* GPT lineage */
     [S_FFN_GATE_UP] = {"mlp.gate_up_proj.weight", "ffn_up.weight", D_FF2, D_EMBD},
     [S_FFN_GATE] = {"mlp.gate_proj.weight", "ffn_gate.weight", D_FF, D_EMBD},
     [S_FFN_GATE_B] = {"mlp.gate_proj.bias", "ffn_gate.bias", D_FF, D_NONE},
@@ -163,6 +170,14 @@ static const struct {
     {OB_HF_PHI2, "model.final_layernorm.weight", S_OUTPUT_NORM},
     {OB_HF_PHI2, "model.final_layernorm.bias", S_OUTPUT_NORM_B},
     {OB_HF_MIXTRAL, "block_sparse_moe.gate.weight", S_FFN_GATE_INP},
+    /* llama.cpp's olmo2 and seed_oss have no ffn_norm: post_attention_layernorm
+     * is post_attention_norm (after the attention in olmo2, before the MLP in
+     * seed_oss); glm4 has both and its own names for the post-norms */
+    {OB_HF_OLMO2, "post_attention_layernorm.weight", S_ATTN_POST_NORM},
+    {OB_HF_SEED_OSS, "post_attention_layernorm.weight", S_ATTN_POST_NORM},
+    {OB_HF_GLM4, "post_self_attn_layernorm.weight", S_ATTN_POST_NORM},
+    {OB_HF_GLM4, "post_mlp_layernorm.weight", S_FFN_POST_NORM},
+    {OB_HF_GRANITEMOE, "block_sparse_moe.router.layer.weight", S_FFN_GATE_INP},
 };
 
 static bool is_exps(slot s) { return s == S_FFN_GATE_EXPS || s == S_FFN_UP_EXPS || s == S_FFN_DOWN_EXPS; }
@@ -207,7 +222,10 @@ typedef struct planned {
     int64_t ne[3];            /* GGUF order: ne[0] is the row length; ne[2] = experts (1 otherwise) */
     int64_t permute_heads;    /* 0, or the head count of the llama q/k permutation */
     const ob_st_tensor **srcs; /* experts: [ne[2]] source of each expert's rows (src = srcs[0]) */
+    int64_t split_rows, split_row0; /* experts from one 3-D source (granitemoe): expert e's rows are
+                                      * src rows e * split_rows + split_row0 + [0, ne[1]); 0 otherwise */
     bool add_one;             /* Gemma norms: written as 1 + w */
+    ob_hf_xform xform;        /* GPT lineage: transposed or regrouped (hf_gptlike.h) */
     size_t nbytes;
     size_t scratch_off;       /* SIZE_MAX when the data does not go through scratch */
     const void *data;
@@ -297,7 +315,8 @@ static int map_name(const conv *c, const char *name, slot *s, int *layer, long *
             for (int i = 0; i < S_COUNT; i++)
                 /* post_attention_layernorm is the pre-FFN norm unless an alias says otherwise */
                 if (slot_per_layer((slot)i) && i != S_ATTN_POST_NORM && !is_exps((slot)i) &&
-                    (c->cfg.n_expert > 0 || i < S_FFN_GATE_INP || i > S_FFN_DOWN_SHEXP) && !strcmp(rest, g_slots[i].hf)) {
+                    (c->cfg.n_expert > 0 || i < S_FFN_GATE_INP || i > S_FFN_DOWN_SHEXP) && g_slots[i].hf &&
+                    !strcmp(rest, g_slots[i].hf)) {
                     *s = (slot)i;
                     *layer = (int)n;
                     return 1;
@@ -336,10 +355,111 @@ static ob_type pick_type(conv *c, const planned *p) {
     return t;
 }
 
+/* A tensor of a GPT-lineage checkpoint: hf_gptlike.c names it and says how
+ * its data is rearranged; the slot (for the file's order) is the one of
+ * that GGUF name. */
+static int plan_gpt(conv *c, const ob_st_tensor *t) {
+    const ob_hf_config *cfg = &c->cfg;
+    ob_hf_gmap g;
+    int m = ob_hf_gpt_map(cfg, t->name, &g);
+    if (m < 0) return m;
+    if (m == 0) {
+        OB_LOGI("%s: skipped (not used by the GGUF model)", t->name);
+        return 0;
+    }
+    if (cfg->tied && (!strcmp(g.gguf, "output.weight") || !strcmp(g.gguf, "output.bias"))) {
+        OB_LOGI("%s: skipped (tie_word_embeddings: the output layer is token_embd.weight)", t->name);
+        return 0;
+    }
+    if (t->dtype != OB_ST_F32 && t->dtype != OB_ST_F16 && t->dtype != OB_ST_BF16)
+        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' in %s has dtype %s; only F32, F16 and BF16 are converted",
+                      t->name, t->file, ob_st_dtype_name(t->dtype));
+    int want_dims = g.cols ? 2 : 1;
+    if (t->n_dims != want_dims || t->shape[0] != g.rows || (want_dims == 2 && t->shape[1] != g.cols)) {
+        char got[96];
+        shape_str(t, got, sizeof got);
+        return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape %s; config.json implies [%lld%s%lld]", t->name, got,
+                      (long long)g.rows, g.cols ? ", " : "", (long long)g.cols);
+    }
+    planned p;
+    memset(&p, 0, sizeof p);
+    p.s = S_COUNT;
+    for (int i = 0; i < S_COUNT && p.s == S_COUNT; i++)
+        if (slot_per_layer((slot)i) == (g.layer >= 0) && !strcmp(g_slots[i].gguf, g.suffix)) p.s = (slot)i;
+    if (p.s == S_COUNT) return ob_err(OB_ERR_INTERNAL, "%s: no slot for %s", t->name, g.suffix);
+    p.layer = g.layer;
+    p.src = t;
+    snprintf(p.name, sizeof p.name, "%s", g.gguf);
+    p.n_dims = want_dims;
+    /* GGUF order: ne[0] is the row length; a transposed source's rows are its columns */
+    bool tr = g.xform == OB_HF_XF_TRANSPOSE;
+    p.ne[0] = want_dims == 2 ? t->shape[tr ? 0 : 1] : t->shape[0];
+    p.ne[1] = want_dims == 2 ? t->shape[tr ? 1 : 0] : 1;
+    p.ne[2] = 1;
+    p.xform = g.xform;
+    p.add_one = g.xform == OB_HF_XF_ADD_ONE;
+    p.type = pick_type(c, &p);
+    p.scratch_off = SIZE_MAX;
+    return add_planned(c, &p);
+}
+
+static const planned *find_planned(const conv *c, slot s, int layer);
+
+/* GraniteMoE keeps a layer's experts in two 3-D tensors:
+ * block_sparse_moe.input_linear [n_expert, 2 n_ff, n_embd] (each expert's
+ * gate rows, then its up rows) and output_linear [n_expert, n_embd, n_ff].
+ * Planned as llama.cpp splits them: ffn_gate_exps and ffn_up_exps from the
+ * first, ffn_down_exps from the second. 1 when t was one of them, 0 when
+ * not, or an error. */
+static int plan_stacked_experts(conv *c, const ob_st_tensor *t) {
+    const ob_hf_config *cfg = &c->cfg;
+    int layer = -1, used = 0;
+    char rest[64];
+    if (sscanf(t->name, "model.layers.%d.block_sparse_moe.%63s%n", &layer, rest, &used) != 2 || t->name[used])
+        return 0;
+    const bool in = !strcmp(rest, "input_linear.weight");
+    if (!in && strcmp(rest, "output_linear.weight") != 0) return 0;
+    if (layer < 0 || layer >= cfg->n_layer)
+        return ob_err(OB_ERR_FORMAT, "tensor '%s': layer %d, but config.json has %lld layers", t->name, layer,
+                      (long long)cfg->n_layer);
+    if (t->dtype != OB_ST_F32 && t->dtype != OB_ST_F16 && t->dtype != OB_ST_BF16)
+        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' has dtype %s; only F32, F16 and BF16 are converted", t->name,
+                      ob_st_dtype_name(t->dtype));
+    const int64_t NE = cfg->n_expert, FF = cfg->n_ff_exp, E = cfg->n_embd;
+    const int64_t rows = in ? 2 * FF : E, cols = in ? E : FF;
+    if (t->n_dims != 3 || t->shape[0] != NE || t->shape[1] != rows || t->shape[2] != cols)
+        return ob_err(OB_ERR_FORMAT, "tensor '%s': config.json implies [%lld, %lld, %lld]", t->name, (long long)NE,
+                      (long long)rows, (long long)cols);
+    for (int part = 0; part < (in ? 2 : 1); part++) {
+        planned p;
+        memset(&p, 0, sizeof p);
+        p.s = !in ? S_FFN_DOWN_EXPS : part ? S_FFN_UP_EXPS : S_FFN_GATE_EXPS;
+        if (find_planned(c, p.s, layer)) return ob_err(OB_ERR_FORMAT, "tensor '%s' appears twice", t->name);
+        p.layer = layer;
+        p.src = t;
+        snprintf(p.name, sizeof p.name, "blk.%d.%s", layer, g_slots[p.s].gguf);
+        p.n_dims = 3;
+        p.ne[0] = cols;
+        p.ne[1] = in ? FF : E;
+        p.ne[2] = NE;
+        p.split_rows = rows;
+        p.split_row0 = part * FF;
+        p.type = pick_type(c, &p);
+        p.scratch_off = SIZE_MAX;
+        OB_TRY(add_planned(c, &p));
+    }
+    return 1;
+}
+
 static int plan_source(conv *c, const ob_st_tensor *t) {
+    if (ob_hf_gpt_is(c->cfg.arch)) return plan_gpt(c, t);
     slot s = S_COUNT;
     int layer;
     long expert;
+    if (c->cfg.arch == OB_HF_GRANITEMOE) {
+        int st = plan_stacked_experts(c, t);
+        if (st != 0) return st < 0 ? st : 0;
+    }
     int m = map_name(c, t->name, &s, &layer, &expert);
     if (m < 0) return m;
     if (m == 0) {
@@ -351,8 +471,10 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
         OB_LOGI("%s: skipped (tie_word_embeddings: the output layer is token_embd.weight)", t->name);
         return 0;
     }
+    /* OLMo 2: the q/k norms span the whole projection, not one head */
+    const bool qk_norm_whole = cfg->arch == OB_HF_OLMO2 || cfg->arch == OB_HF_OLMOE;
     if ((s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM) && cfg->arch != OB_HF_QWEN3 && cfg->arch != OB_HF_GEMMA3 &&
-        cfg->arch != OB_HF_QWEN3MOE)
+        cfg->arch != OB_HF_QWEN3MOE && !qk_norm_whole)
         return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s': q/k norms are not part of architecture %s", t->name,
                       cfg->gguf_arch);
     if (t->dtype != OB_ST_F32 && t->dtype != OB_ST_F16 && t->dtype != OB_ST_BF16)
@@ -360,6 +482,8 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
                       t->name, t->file, ob_st_dtype_name(t->dtype));
     int want_dims = g_slots[s].d1 == D_NONE ? 1 : 2;
     int64_t w0 = dim_value(cfg, g_slots[s].d0), w1 = dim_value(cfg, g_slots[s].d1);
+    if (qk_norm_whole && (s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM))
+        w0 = dim_value(cfg, s == S_ATTN_Q_NORM ? D_Q : D_KV);
     if (t->n_dims != want_dims || t->shape[0] != w0 || (want_dims == 2 && t->shape[1] != w1)) {
         char got[96];
         shape_str(t, got, sizeof got);
@@ -419,7 +543,8 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
     /* llama.cpp undoes HF's rotate_half layout only for the `llama` arch;
      * Qwen models keep it and use NeoX RoPE. */
     if (cfg->arch == OB_HF_LLAMA || cfg->arch == OB_HF_MISTRAL || cfg->arch == OB_HF_MIXTRAL ||
-        cfg->arch == OB_HF_GRANITE) {
+        cfg->arch == OB_HF_GRANITE || cfg->arch == OB_HF_SMOLLM3 || cfg->arch == OB_HF_ARCEE || cfg->arch == OB_HF_OLMO ||
+        cfg->arch == OB_HF_GRANITEMOE) {
         if (s == S_ATTN_Q || s == S_ATTN_Q_B) p.permute_heads = cfg->n_head;
         if (s == S_ATTN_K || s == S_ATTN_K_B) p.permute_heads = cfg->n_head_kv;
     }
@@ -516,15 +641,26 @@ static const planned *find_planned(const conv *c, slot s, int layer) {
 }
 
 /* Every tensor the architecture needs is there. */
+/* ob_hf_gpt_check's question: is GGUF tensor `name` planned? */
+static bool has_planned_name(const void *ctx, const char *name) {
+    const conv *c = ctx;
+    for (int i = 0; i < c->n_p; i++)
+        if (!strcmp(c->p[i].name, name)) return true;
+    return false;
+}
+
 static int check_complete(conv *c) {
     ob_hf_config *cfg = &c->cfg;
     if (!find_planned(c, S_TOKEN_EMBD, -1)) return ob_err(OB_ERR_FORMAT, "tensor 'model.embed_tokens.weight' is missing");
-    if (!find_planned(c, S_OUTPUT_NORM, -1)) return ob_err(OB_ERR_FORMAT, "tensor 'model.norm.weight' is missing");
+    /* OLMo's LayerNorms have no weights: no output_norm (as llama.cpp) */
+    if (cfg->arch != OB_HF_OLMO && !find_planned(c, S_OUTPUT_NORM, -1))
+        return ob_err(OB_ERR_FORMAT, "tensor 'model.norm.weight' is missing");
     if (!cfg->tied && !find_planned(c, S_OUTPUT, -1)) {
         OB_LOGW("lm_head.weight is absent although tie_word_embeddings is false: the output layer shares "
                 "token_embd.weight");
         cfg->tied = true;
     }
+    if (ob_hf_gpt_is(cfg->arch)) return ob_hf_gpt_check(cfg, has_planned_name, c);
     static const slot need_llama[] = {S_ATTN_NORM, S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O,
                                       S_FFN_NORM,  S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_COUNT};
     static const slot need_gemma2[] = {S_ATTN_NORM,      S_ATTN_Q,   S_ATTN_K, S_ATTN_V,   S_ATTN_O,        S_ATTN_POST_NORM,
@@ -536,7 +672,24 @@ static int check_complete(conv *c) {
     static const slot need_moe[] = {S_ATTN_NORM, S_ATTN_Q,        S_ATTN_K,      S_ATTN_V,        S_ATTN_O,
                                     S_FFN_NORM,  S_FFN_GATE_INP,  S_FFN_GATE_EXPS, S_FFN_UP_EXPS, S_FFN_DOWN_EXPS,
                                     S_COUNT};
-    const slot *need = cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3 ? need_gemma2
+    /* the Llama-lineage variants (llama_variants.c) */
+    static const slot need_olmo2[] = {S_ATTN_Q,   S_ATTN_K,   S_ATTN_V,   S_ATTN_O,        S_ATTN_Q_NORM, S_ATTN_K_NORM,
+                                      S_ATTN_POST_NORM, S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_FFN_POST_NORM, S_COUNT};
+    static const slot need_arcee[] = {S_ATTN_NORM, S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O,
+                                      S_FFN_NORM,  S_FFN_UP, S_FFN_DOWN, S_COUNT};
+    static const slot need_seed_oss[] = {S_ATTN_NORM, S_ATTN_Q,   S_ATTN_Q_B,       S_ATTN_K, S_ATTN_K_B, S_ATTN_V,
+                                         S_ATTN_V_B,  S_ATTN_O,   S_ATTN_POST_NORM, S_FFN_GATE, S_FFN_UP, S_FFN_DOWN,
+                                         S_COUNT};
+    static const slot need_olmo[] = {S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O, S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_COUNT};
+    static const slot need_glm4[] = {S_ATTN_NORM, S_ATTN_Q,   S_ATTN_Q_B,       S_ATTN_K,   S_ATTN_K_B,
+                                     S_ATTN_V,    S_ATTN_V_B, S_ATTN_O,         S_ATTN_POST_NORM, S_FFN_NORM,
+                                     S_FFN_GATE_UP, S_FFN_DOWN, S_FFN_POST_NORM, S_COUNT};
+    const slot *need = cfg->arch == OB_HF_OLMO2      ? need_olmo2
+                       : cfg->arch == OB_HF_ARCEE    ? need_arcee
+                       : cfg->arch == OB_HF_SEED_OSS ? need_seed_oss
+                       : cfg->arch == OB_HF_OLMO     ? need_olmo
+                       : cfg->arch == OB_HF_GLM4     ? need_glm4
+                       : cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3 ? need_gemma2
                        : cfg->arch == OB_HF_PHI3                              ? need_phi3
                        : cfg->arch == OB_HF_PHI2                              ? need_phi2
                        : cfg->n_expert > 0                                    ? need_moe
@@ -549,7 +702,7 @@ static int check_complete(conv *c) {
                 return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing", l, g_slots[need[i]].hf);
         for (slot s = S_FFN_GATE_EXPS; cfg->n_expert > 0 && s <= S_FFN_DOWN_EXPS; s++) {
             const planned *e = find_planned(c, s, l);
-            for (int64_t k = 0; e && k < cfg->n_expert; k++)
+            for (int64_t k = 0; e && e->srcs && k < cfg->n_expert; k++)
                 if (!e->srcs[k])
                     return ob_err(OB_ERR_FORMAT, "layer %d: expert %lld of %s is missing", l, (long long)k, g_slots[s].gguf);
         }
@@ -567,7 +720,8 @@ static int check_complete(conv *c) {
                     return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing (Qwen2 has q/k/v biases)", l,
                                   g_slots[b[i]].hf);
         }
-        if (cfg->arch == OB_HF_QWEN3 || cfg->arch == OB_HF_GEMMA3 || cfg->arch == OB_HF_QWEN3MOE) {
+        if (cfg->arch == OB_HF_QWEN3 || cfg->arch == OB_HF_GEMMA3 || cfg->arch == OB_HF_QWEN3MOE ||
+            cfg->arch == OB_HF_OLMOE) {
             static const slot nq[] = {S_ATTN_Q_NORM, S_ATTN_K_NORM};
             for (size_t i = 0; i < OB_ARRAY_LEN(nq); i++)
                 if (!find_planned(c, nq[i], l))
@@ -590,7 +744,8 @@ static int layout(conv *c) {
         planned *p = &c->p[i];
         p->nbytes = ob_row_size(p->type, p->ne[0]) * (size_t)p->ne[1] * (size_t)(p->ne[2] > 1 ? p->ne[2] : 1);
         if (!p->src) continue;
-        if (!p->permute_heads && !p->add_one && !p->srcs && same_type(p->src->dtype, p->type)) {
+        if (!p->permute_heads && !p->add_one && !p->srcs && !p->split_rows && !p->xform &&
+            same_type(p->src->dtype, p->type)) {
             p->data = p->src->data;
             continue;
         }
@@ -676,14 +831,23 @@ static int convert_tensor(conv *c, planned *p, float *row) {
      * bias, which is permuted like the rows it adds to. */
     int64_t rows = p->n_dims >= 2 ? p->ne[1] : p->ne[0];
     int64_t row_len = p->n_dims >= 2 ? p->ne[0] : 1;
-    if (p->srcs) rows *= p->ne[2]; /* expert e's rows follow expert e-1's */
+    if (p->srcs || p->split_rows) rows *= p->ne[2]; /* expert e's rows follow expert e-1's */
     size_t esz = ob_st_dtype_size(t->dtype);
     size_t out_row = ob_row_size(p->type, row_len);
     for (int64_t r = 0; r < rows; r++) {
         int64_t sr = p->permute_heads ? (int64_t)ob_convert_qk_src_row(r, rows, p->permute_heads) : r;
+        if (p->xform == OB_HF_XF_QKV_GROUPS) sr = ob_hf_gpt_qkv_src_row(&c->cfg, r);
         const unsigned char *s = t->data + (size_t)sr * (size_t)row_len * esz;
         if (p->srcs) s = p->srcs[r / p->ne[1]]->data + (size_t)(r % p->ne[1]) * (size_t)row_len * esz;
+        if (p->split_rows)
+            s = t->data + (size_t)((r / p->ne[1]) * p->split_rows + p->split_row0 + r % p->ne[1]) * (size_t)row_len * esz;
         unsigned char *d = dst + (size_t)r * out_row;
+        if (p->xform == OB_HF_XF_TRANSPOSE) { /* output row r is source column r */
+            for (int64_t i = 0; i < row_len; i++)
+                src_to_float(t->dtype, t->data + ((size_t)i * (size_t)rows + (size_t)r) * esz, &row[i], 1);
+            tr->from_float_ref(row, d, row_len);
+            continue;
+        }
         if (same_type(t->dtype, p->type) && !p->add_one) {
             memcpy(d, s, out_row);
         } else {
@@ -722,11 +886,14 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)cfg->n_ff));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)cfg->n_head));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)cfg->n_head_kv));
-    OB_TRY(ob_gguf_writer_set_f32(w, KEY(cfg->arch == OB_HF_PHI2 ? "attention.layer_norm_epsilon"
+    OB_TRY(ob_gguf_writer_set_f32(w, KEY(ob_hf_gpt_is(cfg->arch) || cfg->arch == OB_HF_PHI2 || cfg->arch == OB_HF_OLMO ? "attention.layer_norm_epsilon"
                                                                   : "attention.layer_norm_rms_epsilon"),
                                   (float)cfg->rms_eps));
-    OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)cfg->rope_theta));
-    OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg->n_rot));
+    if (cfg->n_rot > 0) { /* 0: learned positions (gpt2, starcoder) */
+        OB_TRY(ob_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)cfg->rope_theta));
+        OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg->n_rot));
+    }
+    if (ob_hf_gpt_is(cfg->arch)) OB_TRY(ob_hf_gpt_keys(cfg, w));
     if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
         if (cfg->attn_softcap > 0)
             OB_TRY(ob_gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), (float)cfg->attn_softcap));
@@ -750,10 +917,10 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
             OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)cfg->n_ff_shexp));
         /* llama.cpp hard-codes the renormalisation per architecture
          * (qwen2moe: no; qwen3moe, llama: yes); a config that differs says so */
-        if (cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE))
+        if (cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE && cfg->arch != OB_HF_OLMOE)) /* olmoe: no */
             OB_TRY(ob_gguf_writer_set_bool(w, KEY("expert_weights_norm"), cfg->expert_norm));
     }
-    if (cfg->arch == OB_HF_GRANITE) {
+    if (cfg->arch == OB_HF_GRANITE || cfg->arch == OB_HF_GRANITEMOE) {
         OB_TRY(ob_gguf_writer_set_f32(w, KEY("embedding_scale"), (float)cfg->granite_embd));
         OB_TRY(ob_gguf_writer_set_f32(w, KEY("residual_scale"), (float)cfg->granite_resid));
         OB_TRY(ob_gguf_writer_set_f32(w, KEY("attention.scale"), (float)cfg->granite_attn));

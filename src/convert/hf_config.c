@@ -16,6 +16,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "hf_gptlike.h"
 #include "hf_internal.h"
 
 char *ob_hf_path(const char *dir, const char *name) {
@@ -132,12 +133,42 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "GraniteForCausalLM")) {
         cfg->arch = OB_HF_GRANITE;
         cfg->gguf_arch = "granite";
+    } else if (!strcmp(a, "Olmo2ForCausalLM")) {
+        cfg->arch = OB_HF_OLMO2;
+        cfg->gguf_arch = "olmo2";
+    } else if (!strcmp(a, "SmolLM3ForCausalLM")) {
+        cfg->arch = OB_HF_SMOLLM3;
+        cfg->gguf_arch = "smollm3";
+    } else if (!strcmp(a, "ArceeForCausalLM")) {
+        cfg->arch = OB_HF_ARCEE;
+        cfg->gguf_arch = "arcee";
+    } else if (!strcmp(a, "Ernie4_5ForCausalLM")) {
+        cfg->arch = OB_HF_ERNIE45;
+        cfg->gguf_arch = "ernie4_5";
+    } else if (!strcmp(a, "SeedOssForCausalLM")) {
+        cfg->arch = OB_HF_SEED_OSS;
+        cfg->gguf_arch = "seed_oss";
+    } else if (!strcmp(a, "OlmoForCausalLM")) {
+        cfg->arch = OB_HF_OLMO;
+        cfg->gguf_arch = "olmo";
+    } else if (!strcmp(a, "Glm4ForCausalLM")) {
+        cfg->arch = OB_HF_GLM4;
+        cfg->gguf_arch = "glm4";
+    } else if (!strcmp(a, "OlmoeForCausalLM")) {
+        cfg->arch = OB_HF_OLMOE;
+        cfg->gguf_arch = "olmoe";
+    } else if (!strcmp(a, "GraniteMoeForCausalLM")) {
+        cfg->arch = OB_HF_GRANITEMOE;
+        cfg->gguf_arch = "granitemoe";
+    } else if (ob_hf_gpt_arch(a, cfg)) { /* GPT lineage: hf_gptlike.c */
     } else {
         return ob_err(OB_ERR_UNSUPPORTED,
                       "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
                       "Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
                       "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
-                      "GraniteForCausalLM are)",
+                      "GraniteForCausalLM, Olmo2ForCausalLM, SmolLM3ForCausalLM, ArceeForCausalLM, "
+                      "Ernie4_5ForCausalLM, SeedOssForCausalLM, OlmoForCausalLM, Glm4ForCausalLM, OlmoeForCausalLM, "
+                      "GraniteMoeForCausalLM are)",
                       c->path, a);
     }
     return 0;
@@ -185,7 +216,7 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
     if (!json_is_number(pf)) pf = cget(c, "partial_rotary_factor");
     if (json_is_number(pf) && json_number_value(pf) != 1.0) {
         double f = json_number_value(pf);
-        if (cfg->arch != OB_HF_PHI2 && cfg->arch != OB_HF_PHI3)
+        if (cfg->arch != OB_HF_PHI2 && cfg->arch != OB_HF_PHI3 && cfg->arch != OB_HF_GLM4)
             return ob_err(OB_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported for %s", c->path, f,
                           cfg->hf_arch);
         cfg->n_rot = (int64_t)((double)cfg->head_dim * f);
@@ -282,8 +313,46 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
     return 0;
 }
 
+/* The Llama-lineage variants (src/model/llama_variants.c): refuse the
+ * options their GGUF form cannot carry rather than write a model that
+ * computes something else. */
+static int parse_llama_variant(const cfgsrc *c, ob_hf_config *cfg) {
+    if (cfg->arch == OB_HF_SMOLLM3) {
+        /* llama.cpp skips RoPE on layers il with (il + 1) % 4 == 0 and has no key for another period */
+        int64_t step = 4;
+        OB_TRY(get_pos_int(c, "no_rope_layer_interval", false, 4, &step));
+        json_t *nr = cget(c, "no_rope_layers");
+        if (nr && (!json_is_array(nr) || (int64_t)json_array_size(nr) < cfg->n_layer))
+            return ob_err(OB_ERR_FORMAT, "%s: no_rope_layers must list every layer", c->path);
+        for (int64_t i = 0; i < cfg->n_layer; i++) {
+            int64_t use = (i + 1) % step != 0;
+            if (nr && !as_int(json_array_get(nr, (size_t)i), &use))
+                return ob_err(OB_ERR_FORMAT, "%s: no_rope_layers[%lld] is not an integer", c->path, (long long)i);
+            if (use != ((i + 1) % 4 != 0))
+                return ob_err(OB_ERR_UNSUPPORTED,
+                              "%s: %s: only RoPE skipped on every 4th layer is supported (layer %lld differs)", c->path,
+                              nr ? "no_rope_layers" : "no_rope_layer_interval", (long long)i);
+        }
+        if (json_is_true(cget(c, "use_sliding_window")))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: use_sliding_window=true is not supported for %s", c->path,
+                          cfg->hf_arch);
+    }
+    if ((cfg->arch == OB_HF_OLMO || cfg->arch == OB_HF_OLMO2 || cfg->arch == OB_HF_OLMOE) && cget(c, "clip_qkv"))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: clip_qkv is not supported for %s", c->path, cfg->hf_arch);
+    static const ob_hf_arch variants[] = {OB_HF_OLMO2, OB_HF_SMOLLM3, OB_HF_ARCEE, OB_HF_ERNIE45,
+                                          OB_HF_SEED_OSS, OB_HF_OLMO, OB_HF_GLM4};
+    bool variant = false;
+    for (size_t i = 0; i < OB_ARRAY_LEN(variants); i++) variant |= cfg->arch == variants[i];
+    static const char *const no_bias[] = {"mlp_bias", "use_bias"};
+    for (size_t i = 0; variant && i < OB_ARRAY_LEN(no_bias); i++)
+        if (json_is_true(cget(c, no_bias[i])))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: %s=true is not supported for %s", c->path, no_bias[i], cfg->hf_arch);
+    return 0;
+}
+
 static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     OB_TRY(parse_arch(c, cfg));
+    if (ob_hf_gpt_is(cfg->arch)) return ob_hf_gpt_parse(c->root, c->path, cfg);
     OB_TRY(get_pos_int(c, "hidden_size", true, 0, &cfg->n_embd));
     OB_TRY(get_pos_int(c, "intermediate_size", true, 0, &cfg->n_ff));
     OB_TRY(get_pos_int(c, "num_hidden_layers", true, 0, &cfg->n_layer));
@@ -309,7 +378,7 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
             return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_activation must be 'gelu_pytorch_tanh' for %s", c->path,
                           cfg->hf_arch);
     } else {
-        const char *want = cfg->arch == OB_HF_PHI2 ? "gelu_new" : "silu";
+        const char *want = cfg->arch == OB_HF_PHI2 ? "gelu_new" : cfg->arch == OB_HF_ARCEE ? "relu2" : "silu";
         json_t *act = cget(c, "hidden_act");
         if (act && (!json_is_string(act) || strcmp(json_string_value(act), want) != 0))
             return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_act must be '%s' for %s", c->path, want, cfg->hf_arch);
@@ -320,6 +389,7 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     if (eps && !json_is_number(eps)) return ob_err(OB_ERR_FORMAT, "%s: key '%s' is not a number", c->path, eps_key);
     cfg->rms_eps = eps ? json_number_value(eps) : cfg->arch == OB_HF_PHI2 ? 1e-5 : 1e-6; /* transformers' defaults */
     if (!(cfg->rms_eps > 0)) return ob_err(OB_ERR_FORMAT, "%s: %s must be > 0", c->path, eps_key);
+    if (cfg->arch == OB_HF_OLMO) cfg->rms_eps = 1e-5; /* transformers' OlmoLayerNorm: fixed, no config key */
 
     if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
         json_t *ac = cget(c, "attn_logit_softcapping"), *fc = cget(c, "final_logit_softcapping");
@@ -389,8 +459,11 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
 
     OB_TRY(parse_rope(c, cfg));
 
-    if (cfg->arch == OB_HF_QWEN3MOE || cfg->arch == OB_HF_QWEN2MOE || cfg->arch == OB_HF_MIXTRAL) {
+    if (cfg->arch == OB_HF_QWEN3MOE || cfg->arch == OB_HF_QWEN2MOE || cfg->arch == OB_HF_MIXTRAL ||
+        cfg->arch == OB_HF_OLMOE || cfg->arch == OB_HF_GRANITEMOE) {
         bool mix = cfg->arch == OB_HF_MIXTRAL;
+        /* intermediate_size is each expert's width (no moe_intermediate_size) */
+        bool ff_is_exp = mix || cfg->arch == OB_HF_OLMOE || cfg->arch == OB_HF_GRANITEMOE;
         /* transformers 5 writes num_local_experts for Qwen3-MoE too */
         const char *ek = cget(c, "num_local_experts") ? "num_local_experts" : "num_experts";
         OB_TRY(get_pos_int(c, ek, true, 0, &cfg->n_expert));
@@ -398,14 +471,15 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
         if (cfg->n_expert_used > cfg->n_expert || cfg->n_expert > 4096)
             return ob_err(OB_ERR_FORMAT, "%s: %lld experts per token of %lld", c->path, (long long)cfg->n_expert_used,
                           (long long)cfg->n_expert);
-        if (mix)
+        if (ff_is_exp)
             cfg->n_ff_exp = cfg->n_ff;
         else
             OB_TRY(get_pos_int(c, "moe_intermediate_size", true, 0, &cfg->n_ff_exp));
         if (cfg->arch == OB_HF_QWEN2MOE)
             OB_TRY(get_pos_int(c, "shared_expert_intermediate_size", true, 0, &cfg->n_ff_shexp));
         /* Mixtral renormalises always; Qwen as norm_topk_prob says (Qwen3-MoE's default true, Qwen2-MoE's false) */
-        cfg->expert_norm = mix || cfg->arch == OB_HF_QWEN3MOE;
+        /* GraniteMoE: softmax over the top-k logits, the same as renormalising; OLMoE as norm_topk_prob (default false) */
+        cfg->expert_norm = mix || cfg->arch == OB_HF_QWEN3MOE || cfg->arch == OB_HF_GRANITEMOE;
         json_t *nt = cget(c, "norm_topk_prob");
         if (!mix && nt) {
             if (!json_is_boolean(nt)) return ob_err(OB_ERR_FORMAT, "%s: norm_topk_prob is not a boolean", c->path);
@@ -422,7 +496,7 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
         }
     }
 
-    if (cfg->arch == OB_HF_GRANITE) {
+    if (cfg->arch == OB_HF_GRANITE || cfg->arch == OB_HF_GRANITEMOE) {
         static const char *const keys[] = {"embedding_multiplier", "residual_multiplier", "attention_multiplier",
                                            "logits_scaling"};
         double *dst[] = {&cfg->granite_embd, &cfg->granite_resid, &cfg->granite_attn, &cfg->granite_logit};
@@ -436,6 +510,8 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
         if (json_is_true(ab) || json_is_true(mb))
             return ob_err(OB_ERR_UNSUPPORTED, "%s: Granite with attention_bias or mlp_bias is not supported", c->path);
     }
+
+    OB_TRY(parse_llama_variant(c, cfg));
 
     cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
     int64_t v;

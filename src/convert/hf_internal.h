@@ -25,6 +25,20 @@ typedef enum ob_hf_arch {
     OB_HF_QWEN2MOE, /* Qwen2 attention, experts (not renormalised) + a sigmoid-gated shared expert */
     OB_HF_MIXTRAL,  /* written as `llama` with experts, like llama.cpp */
     OB_HF_GRANITE,  /* llama layout + embedding/residual/attention/logit multipliers */
+    /* GPT lineage: LayerNorm decoders in their own layouts (hf_gptlike.c) */
+    OB_HF_STABLELM, OB_HF_GPTNEOX, OB_HF_GPT2, OB_HF_STARCODER2, OB_HF_BIGCODE, OB_HF_FALCON, OB_HF_GPTJ,
+    OB_HF_COHERE, OB_HF_NEMOTRON,
+    /* Llama lineage, run by src/model/llama_variants.c */
+    OB_HF_OLMO2,    /* post-norms only, q/k RMSNorm over the whole projections, NeoX RoPE */
+    OB_HF_SMOLLM3,  /* llama, no RoPE on every 4th layer */
+    OB_HF_ARCEE,    /* llama, squared-ReLU MLP without gate */
+    OB_HF_ERNIE45,  /* llama layout, interleaved RoPE (no permutation) */
+    OB_HF_SEED_OSS, /* q/k/v biases, NeoX RoPE; pre-FFN norm written as post_attention_norm */
+    OB_HF_OLMO,     /* LayerNorm without weight or bias */
+    OB_HF_GLM4,     /* post-norms, fused gate_up, q/k/v biases, partial interleaved RoPE */
+    /* mixtures of experts, run by src/model/moe.c */
+    OB_HF_OLMOE,      /* q/k RMSNorm over the whole projections, NeoX RoPE, top-k not renormalised */
+    OB_HF_GRANITEMOE, /* granite's multipliers; experts stacked in input_linear (gate; up) and output_linear */
 } ob_hf_arch;
 
 typedef enum ob_hf_rope_scaling {
@@ -69,6 +83,11 @@ typedef struct ob_hf_config {
 
     /* granite: embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling */
     double granite_embd, granite_resid, granite_attn, granite_logit;
+
+    /* GPT lineage (hf_gptlike.c) */
+    bool parallel_residual; /* attention and MLP both read the layer's input */
+    bool qkv_bias;          /* q/k/v (or fused qkv) biases */
+    double logit_scale;     /* cohere: logits times this */
 
     /* bos/eos ids from config.json, the fallback when the tokenizer files
      * name none; -1 when absent. */

@@ -121,5 +121,5 @@ static int granite_forward(ob_model_impl *m, const ob_forward_args *a) {
     return 0;
 }
 
-/* Not verified against a Granite checkpoint yet (see docs/models.md). */
-const ob_arch ob_arch_granite = {"granite", false, granite_load, granite_work_size, granite_forward};
+/* Verified: tests/data/models/granite (test_models_ref: granite). */
+const ob_arch ob_arch_granite = {"granite", true, granite_load, granite_work_size, granite_forward};

@@ -38,7 +38,9 @@ typedef struct ob_hparams {
     int64_t swa_window;     /* window of the local layers; the engine's sliding_window stays 0 */
     int64_t swa_pattern;    /* layer il is local when il % swa_pattern < swa_pattern - 1 */
     ob_rope_params rope_swa; /* RoPE of the local layers (gemma3: its own base, unscaled) */
-    float embd_scale, resid_scale, logit_scale; /* granite's multipliers (1 elsewhere) */
+    float embd_scale, resid_scale, logit_scale; /* granite's multipliers (1 elsewhere); gptlike.c
+                                                 * (command-r): logits times logit_scale */
+    bool parallel_residual; /* gptlike.c: attention and MLP both read the layer's input */
     /* mixture of experts (moe.c); n_expert == 0 for dense models */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;       /* renormalise the top-k routing weights to sum 1 */
@@ -56,6 +58,7 @@ typedef struct ob_layer {
     ob_tensor post_attn_norm;       /* [n_embd] norm of the attention output (gemma2/3) */
     ob_tensor post_ffn_norm;        /* [n_embd] norm of the FFN output (gemma2/3) */
     ob_tensor b_up, b_down;         /* [n_ff], [n_embd] FFN biases (phi2) */
+    ob_tensor ffn_norm_b;           /* [n_embd] pre-MLP LayerNorm bias (gptlike.c) */
     /* mixture of experts (moe.c) */
     ob_tensor ffn_gate_inp;         /* [n_embd, n_expert] router */
     ob_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] each: row ranges of the stacked
@@ -79,6 +82,7 @@ typedef struct ob_model {
     ob_tensor output;       /* [n_embd, n_vocab]; == tok_embd when tied */
     ob_tensor output_norm_b; /* [n_embd] LayerNorm bias (phi2), else data == NULL */
     ob_tensor output_b;     /* [n_vocab] output bias (phi2), else data == NULL */
+    ob_tensor pos_embd;     /* [n_embd, n_ctx_train] learned positions (gpt2, starcoder), else data == NULL */
     ob_layer *layers;       /* [n_layer] */
     float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
     ob_tokenizer *tok;      /* NULL when the GGUF has no vocabulary */

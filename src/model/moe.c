@@ -1,7 +1,10 @@
 /*
  * moe.c - mixture-of-experts decoders: qwen3moe (Qwen3-30B-A3B and family),
- * qwen2moe (Qwen1.5/2-MoE: plus a shared expert behind a sigmoid gate) and
- * `llama` files with experts (Mixtral; llama.c's loader hands them here).
+ * qwen2moe (Qwen1.5/2-MoE: plus a shared expert behind a sigmoid gate),
+ * `llama` files with experts (Mixtral; llama.c's loader hands them here),
+ * olmoe (OLMoE: q/k RMSNorm over the whole projections, top-k not
+ * renormalised) and granitemoe (Granite's embedding, attention, residual
+ * and logit multipliers, as granite.c, around the experts).
  *
  * Attention is llama.c's (q/k/v biases for qwen2moe, per-head q/k RMSNorm
  * for qwen3moe, NeoX RoPE for Qwen, normal RoPE with the converter's q/k
@@ -32,11 +35,13 @@
 #include "../core/status.h"
 #include "model.h"
 
-typedef enum moe_variant { M_LLAMA, M_QWEN2MOE, M_QWEN3MOE } moe_variant;
+typedef enum moe_variant { M_LLAMA, M_QWEN2MOE, M_QWEN3MOE, M_OLMOE, M_GRANITEMOE } moe_variant;
 
 static moe_variant variant_of(const ob_model_impl *m) {
     if (strcmp(m->arch_name, "qwen2moe") == 0) return M_QWEN2MOE;
     if (strcmp(m->arch_name, "qwen3moe") == 0) return M_QWEN3MOE;
+    if (strcmp(m->arch_name, "olmoe") == 0) return M_OLMOE;
+    if (strcmp(m->arch_name, "granitemoe") == 0) return M_GRANITEMOE;
     return M_LLAMA;
 }
 
@@ -59,7 +64,19 @@ static int moe_load(ob_model_impl *m) {
     ob_hparams *hp = &m->hp;
     moe_variant var = variant_of(m);
     OB_TRY(ob_model_load_common(m, "attention.layer_norm_rms_epsilon"));
-    OB_TRY(ob_model_load_rope(m, var == M_LLAMA ? OB_ROPE_NORMAL : OB_ROPE_NEOX));
+    OB_TRY(ob_model_load_rope(m, var == M_LLAMA || var == M_GRANITEMOE ? OB_ROPE_NORMAL : OB_ROPE_NEOX));
+    /* granitemoe's multipliers (granite.c); 1 and 1/sqrt(head_dim) elsewhere */
+    hp->embd_scale = hp->resid_scale = hp->logit_scale = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (var == M_GRANITEMOE) {
+        OB_TRY(ob_model_key_f32_opt(m, "embedding_scale", &hp->embd_scale));
+        OB_TRY(ob_model_key_f32_opt(m, "residual_scale", &hp->resid_scale));
+        OB_TRY(ob_model_key_f32_opt(m, "attention.scale", &hp->attn_scale));
+        OB_TRY(ob_model_key_f32_opt(m, "logit_scale", &hp->logit_scale));
+        if (!(hp->embd_scale > 0.0f) || !(hp->resid_scale > 0.0f) || !(hp->attn_scale > 0.0f) ||
+            !(hp->logit_scale > 0.0f))
+            return ob_err(OB_ERR_FORMAT, "%s: embedding, residual, attention and logit scales must be > 0", m->arch_name);
+    }
     OB_TRY(ob_model_key_u32_opt(m, "attention.sliding_window", &hp->sliding_window));
     OB_TRY(ob_model_key_u32(m, "expert_count", &hp->n_expert));
     OB_TRY(ob_model_key_u32(m, "expert_used_count", &hp->n_expert_used));
@@ -73,8 +90,8 @@ static int moe_load(ob_model_impl *m) {
     if (hp->n_ff_exp <= 0 || hp->n_ff_exp > ((int64_t)1 << 24) || hp->n_ff_shexp < 0 ||
         hp->n_ff_shexp > ((int64_t)1 << 24))
         return ob_err(OB_ERR_FORMAT, "%s: bad expert feed-forward length", m->arch_name);
-    /* llama.cpp: qwen2moe does not renormalise the top-k weights; qwen3moe and Mixtral do */
-    hp->expert_norm = var != M_QWEN2MOE;
+    /* llama.cpp: qwen2moe and olmoe do not renormalise the top-k weights; qwen3moe, Mixtral, granitemoe do */
+    hp->expert_norm = var != M_QWEN2MOE && var != M_OLMOE;
     char key[96];
     snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch_name);
     bool norm;
@@ -110,12 +127,14 @@ static int moe_load(ob_model_impl *m) {
         OB_TRY(ob_model_tensor(m, &L->wk, false, 2, skv, "blk.%d.attn_k.weight", il));
         OB_TRY(ob_model_tensor(m, &L->wv, false, 2, skv, "blk.%d.attn_v.weight", il));
         OB_TRY(ob_model_tensor(m, &L->wo, false, 2, so, "blk.%d.attn_output.weight", il));
-        bool bias = var == M_QWEN2MOE, qk = var == M_QWEN3MOE;
+        bool bias = var == M_QWEN2MOE, qk = var == M_QWEN3MOE || var == M_OLMOE;
         OB_TRY(ob_model_tensor(m, &L->bq, !bias, 1, &Q, "blk.%d.attn_q.bias", il));
         OB_TRY(ob_model_tensor(m, &L->bk, !bias, 1, &KV, "blk.%d.attn_k.bias", il));
         OB_TRY(ob_model_tensor(m, &L->bv, !bias, 1, &KV, "blk.%d.attn_v.bias", il));
-        OB_TRY(ob_model_tensor(m, &L->q_norm, !qk, 1, &hp->head_dim, "blk.%d.attn_q_norm.weight", il));
-        OB_TRY(ob_model_tensor(m, &L->k_norm, !qk, 1, &hp->head_dim, "blk.%d.attn_k_norm.weight", il));
+        /* per head (qwen3moe) or over the whole projection (olmoe) */
+        const int64_t qn = var == M_OLMOE ? Q : hp->head_dim, kn = var == M_OLMOE ? KV : hp->head_dim;
+        OB_TRY(ob_model_tensor(m, &L->q_norm, !qk, 1, &qn, "blk.%d.attn_q_norm.weight", il));
+        OB_TRY(ob_model_tensor(m, &L->k_norm, !qk, 1, &kn, "blk.%d.attn_k_norm.weight", il));
         OB_TRY(ob_model_tensor(m, &L->ffn_norm, false, 1, &E, "blk.%d.ffn_norm.weight", il));
         OB_TRY(ob_model_tensor(m, &L->ffn_gate_inp, false, 2, sr, "blk.%d.ffn_gate_inp.weight", il));
         L->exp_gate = exps + (i * 3 + 0) * NE;
@@ -306,9 +325,9 @@ static int moe_forward(ob_model_impl *m, const ob_forward_args *a) {
     r.tok = r.start + NE + 1;
     r.sel = r.tok + n * K;
 
-    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, 1.0f / sqrtf((float)hp->head_dim),
-                         0.0f};
+    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, 0.0f};
     int rc = op->get_rows(b, &m->tok_embd, a->tokens, n, &x);
+    if (rc == 0 && hp->embd_scale != 1.0f) rc = op->scale(b, &x, hp->embd_scale, &x);
     for (int64_t il = 0; il < hp->n_layer && rc == 0; il++) {
         const ob_layer *L = &m->layers[il];
 #define R(call)                                                                                                        \
@@ -319,16 +338,18 @@ static int moe_forward(ob_model_impl *m, const ob_forward_args *a) {
         R(op->matmul(b, &L->wq, &h, L->bq.data ? &L->bq : NULL, &q));
         R(op->matmul(b, &L->wk, &h, L->bk.data ? &L->bk : NULL, &k));
         R(op->matmul(b, &L->wv, &h, L->bv.data ? &L->bv : NULL, &v));
-        if (L->q_norm.data) R(op->rms_norm(b, &q, &L->q_norm, hp->norm_eps, hp->head_dim, &q));
-        if (L->k_norm.data) R(op->rms_norm(b, &k, &L->k_norm, hp->norm_eps, hp->head_dim, &k));
+        if (L->q_norm.data) R(op->rms_norm(b, &q, &L->q_norm, hp->norm_eps, L->q_norm.ne[0], &q));
+        if (L->k_norm.data) R(op->rms_norm(b, &k, &L->k_norm, hp->norm_eps, L->k_norm.ne[0], &k));
         R(op->rope(b, &q, (int)hp->n_head, (int)hp->head_dim, a->pos, &hp->rope));
         R(op->rope(b, &k, (int)hp->n_head_kv, (int)hp->head_dim, a->pos, &hp->rope));
         R(op->kv_write(b, a->kv, (int)il, &k, &v, a->slots));
         R(op->attention(b, a->kv, (int)il, &q, a->attn, &ap, &att));
         R(op->matmul(b, &L->wo, &att, NULL, &h));
+        if (hp->resid_scale != 1.0f) R(op->scale(b, &h, hp->resid_scale, &h));
         R(op->add(b, &x, &h, &x));
         R(op->rms_norm(b, &x, &L->ffn_norm, hp->norm_eps, E, &h));
         R(moe_ffn(m, b, L, &h, n, &fb, &r));
+        if (hp->resid_scale != 1.0f) R(op->scale(b, &h, hp->resid_scale, &h));
         R(op->add(b, &x, &h, &x));
 #undef R
     }
@@ -341,11 +362,14 @@ static int moe_forward(ob_model_impl *m, const ob_forward_args *a) {
     OB_TRY(op->rms_norm(b, &xo, &m->output_norm, hp->norm_eps, E, &xo));
     if (a->embd_only) return 0; /* embeddings: the normed hidden states */
     ob_tensor_f32_2d(&lg, hp->n_vocab, a->n_out, a->logits);
-    return op->matmul(b, &m->output, &xo, NULL, &lg);
+    OB_TRY(op->matmul(b, &m->output, &xo, NULL, &lg));
+    return hp->logit_scale != 1.0f ? op->scale(b, &lg, 1.0f / hp->logit_scale, &lg) : 0;
 }
 
 const ob_arch ob_arch_qwen3moe = {"qwen3moe", true, moe_load, moe_work_size, moe_forward};
 const ob_arch ob_arch_qwen2moe = {"qwen2moe", true, moe_load, moe_work_size, moe_forward};
+const ob_arch ob_arch_olmoe = {"olmoe", true, moe_load, moe_work_size, moe_forward};
+const ob_arch ob_arch_granitemoe = {"granitemoe", true, moe_load, moe_work_size, moe_forward};
 /* Not in the registry's table: llama.c's loader switches a `llama` file
  * with expert_count > 0 to this one. */
 const ob_arch ob_arch_llama_moe = {"llama", true, moe_load, moe_work_size, moe_forward};

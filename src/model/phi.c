@@ -1,5 +1,7 @@
 /*
- * phi.c - Microsoft's Phi family: phi2 and phi3 (Phi-3, Phi-3.5, Phi-4-mini).
+ * phi.c - Microsoft's Phi-3 family (Phi-3, Phi-3.5, Phi-4-mini). Phi-2, a
+ * LayerNorm model with parallel attention and MLP, runs in gptlike.c with
+ * the other GPT-lineage decoders.
  *
  * phi3 is a llama-style decoder whose weights come fused: attn_qkv
  * [n_embd, Q + 2 KV] and ffn_up [n_embd, 2 n_ff] (gate rows first, then
@@ -11,13 +13,6 @@
  * multiplies cos/sin by rope.scaling.attn_factor. As transformers does, a
  * batch uses the long factors when its largest position is at or past
  * rope.scaling.original_context_length, the short ones otherwise.
- *
- * phi2, per layer of a batch x [n, n_embd]:
- *     h = layernorm(x) * w + b
- *     q, k, v = h Wq + bq, h Wk + bk, h Wv + bv      (or the fused attn_qkv)
- *     q, k = rope_neox over the first rope.dimension_count dims of each head
- *     x = x + (attention(q, k, v) Wo + bo) + (gelu_tanh(h Wup + bup) Wdown + bdown)
- * then logits = (layernorm(x) * w + b) Wout + bout.
  */
 #include <math.h>
 #include <string.h>
@@ -25,8 +20,6 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "model.h"
-
-static bool is_phi2(const ob_model_impl *m) { return strcmp(m->arch_name, "phi2") == 0; }
 
 /* A host copy of an F32 tensor of n elements, or NULL when absent. */
 static int host_factors(ob_model_impl *m, const char *name, int64_t n, float **out) {
@@ -44,9 +37,9 @@ static int host_factors(ob_model_impl *m, const char *name, int64_t n, float **o
     return 0;
 }
 
-/* Bind q/k/v from attn_qkv (split by rows) or from separate tensors; same
- * for the biases when `bias`. */
-static int bind_qkv(ob_model_impl *m, ob_layer *L, int il, bool bias) {
+/* Bind q/k/v from attn_qkv (split by rows) or from separate tensors, with
+ * their biases where the file has them. */
+static int bind_qkv(ob_model_impl *m, ob_layer *L, int il) {
     const ob_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     char name[96];
@@ -67,8 +60,6 @@ static int bind_qkv(ob_model_impl *m, ob_layer *L, int il, bool bias) {
             OB_TRY(ob_model_tensor_rows(m, &L->bq, name, 0, Q));
             OB_TRY(ob_model_tensor_rows(m, &L->bk, name, Q, KV));
             OB_TRY(ob_model_tensor_rows(m, &L->bv, name, Q + KV, KV));
-        } else if (bias) {
-            return ob_err(OB_ERR_NOT_FOUND, "tensor '%s' is missing", name);
         }
         return 0;
     }
@@ -76,9 +67,9 @@ static int bind_qkv(ob_model_impl *m, ob_layer *L, int il, bool bias) {
     OB_TRY(ob_model_tensor(m, &L->wq, false, 2, sq, "blk.%d.attn_q.weight", il));
     OB_TRY(ob_model_tensor(m, &L->wk, false, 2, skv, "blk.%d.attn_k.weight", il));
     OB_TRY(ob_model_tensor(m, &L->wv, false, 2, skv, "blk.%d.attn_v.weight", il));
-    OB_TRY(ob_model_tensor(m, &L->bq, !bias, 1, &Q, "blk.%d.attn_q.bias", il));
-    OB_TRY(ob_model_tensor(m, &L->bk, !bias, 1, &KV, "blk.%d.attn_k.bias", il));
-    OB_TRY(ob_model_tensor(m, &L->bv, !bias, 1, &KV, "blk.%d.attn_v.bias", il));
+    OB_TRY(ob_model_tensor(m, &L->bq, true, 1, &Q, "blk.%d.attn_q.bias", il));
+    OB_TRY(ob_model_tensor(m, &L->bk, true, 1, &KV, "blk.%d.attn_k.bias", il));
+    OB_TRY(ob_model_tensor(m, &L->bv, true, 1, &KV, "blk.%d.attn_v.bias", il));
     return 0;
 }
 
@@ -92,10 +83,9 @@ static int check_f32(const ob_tensor *const *ts, size_t n) {
 
 static int phi_load(ob_model_impl *m) {
     ob_hparams *hp = &m->hp;
-    const bool p2 = is_phi2(m);
-    OB_TRY(ob_model_load_common(m, p2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"));
+    OB_TRY(ob_model_load_common(m, "attention.layer_norm_rms_epsilon"));
     OB_TRY(ob_model_load_rope(m, OB_ROPE_NEOX));
-    if (!p2) OB_TRY(ob_model_key_u32_opt(m, "attention.sliding_window", &hp->sliding_window));
+    OB_TRY(ob_model_key_u32_opt(m, "attention.sliding_window", &hp->sliding_window));
 
     /* Phi-3 LongRoPE: both factor sets in one block owned by m->rope_freqs
      * (freed with the model): [short | long]. hp->rope carries the short
@@ -135,7 +125,7 @@ static int phi_load(ob_model_impl *m) {
     hp->n_vocab = m->tok_embd.ne[1];
     int64_t vocab_shape[2] = {E, hp->n_vocab};
     OB_TRY(ob_model_tensor(m, &m->output_norm, false, 1, &E, "output_norm.weight"));
-    OB_TRY(ob_model_tensor(m, &m->output_norm_b, !p2, 1, &E, "output_norm.bias"));
+    OB_TRY(ob_model_tensor(m, &m->output_norm_b, true, 1, &E, "output_norm.bias"));
     OB_TRY(ob_model_tensor(m, &m->output, true, 2, vocab_shape, "output.weight"));
     if (!m->output.data) m->output = m->tok_embd;
     OB_TRY(ob_model_tensor(m, &m->output_b, true, 1, &hp->n_vocab, "output.bias"));
@@ -147,32 +137,26 @@ static int phi_load(ob_model_impl *m) {
         ob_layer *L = &m->layers[i];
         int il = (int)i;
         OB_TRY(ob_model_tensor(m, &L->attn_norm, false, 1, &E, "blk.%d.attn_norm.weight", il));
-        OB_TRY(ob_model_tensor(m, &L->attn_norm_b, !p2, 1, &E, "blk.%d.attn_norm.bias", il));
-        OB_TRY(bind_qkv(m, L, il, p2));
+        OB_TRY(ob_model_tensor(m, &L->attn_norm_b, true, 1, &E, "blk.%d.attn_norm.bias", il));
+        OB_TRY(bind_qkv(m, L, il));
         OB_TRY(ob_model_tensor(m, &L->wo, false, 2, so, "blk.%d.attn_output.weight", il));
-        OB_TRY(ob_model_tensor(m, &L->bo, !p2, 1, &E, "blk.%d.attn_output.bias", il));
+        OB_TRY(ob_model_tensor(m, &L->bo, true, 1, &E, "blk.%d.attn_output.bias", il));
         OB_TRY(ob_model_tensor(m, &L->w_down, false, 2, sdown, "blk.%d.ffn_down.weight", il));
-        if (p2) {
+        OB_TRY(ob_model_tensor(m, &L->ffn_norm, false, 1, &E, "blk.%d.ffn_norm.weight", il));
+        OB_TRY(ob_model_tensor(m, &L->w_gate, true, 2, sff, "blk.%d.ffn_gate.weight", il));
+        if (L->w_gate.data) {
             OB_TRY(ob_model_tensor(m, &L->w_up, false, 2, sff, "blk.%d.ffn_up.weight", il));
-            OB_TRY(ob_model_tensor(m, &L->b_up, false, 1, &F, "blk.%d.ffn_up.bias", il));
-            OB_TRY(ob_model_tensor(m, &L->b_down, false, 1, &E, "blk.%d.ffn_down.bias", il));
-        } else {
-            OB_TRY(ob_model_tensor(m, &L->ffn_norm, false, 1, &E, "blk.%d.ffn_norm.weight", il));
-            OB_TRY(ob_model_tensor(m, &L->w_gate, true, 2, sff, "blk.%d.ffn_gate.weight", il));
-            if (L->w_gate.data) {
-                OB_TRY(ob_model_tensor(m, &L->w_up, false, 2, sff, "blk.%d.ffn_up.weight", il));
-            } else { /* fused: gate rows, then up rows */
-                int64_t fused[2] = {E, 2 * F};
-                char name[96];
-                snprintf(name, sizeof name, "blk.%d.ffn_up.weight", il);
-                const ob_gguf_tensor *g = ob_gguf_find_tensor(m->gguf, name);
-                if (!g) return ob_err(OB_ERR_NOT_FOUND, "tensor '%s' is missing", name);
-                if (g->n_dims != 2 || g->ne[0] != fused[0] || g->ne[1] != fused[1])
-                    return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld]; expected [%lld, %lld]", name,
-                                  (long long)g->ne[0], (long long)g->ne[1], (long long)fused[0], (long long)fused[1]);
-                OB_TRY(ob_model_tensor_rows(m, &L->w_gate, name, 0, F));
-                OB_TRY(ob_model_tensor_rows(m, &L->w_up, name, F, F));
-            }
+        } else { /* fused: gate rows, then up rows */
+            int64_t fused[2] = {E, 2 * F};
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.ffn_up.weight", il);
+            const ob_gguf_tensor *g = ob_gguf_find_tensor(m->gguf, name);
+            if (!g) return ob_err(OB_ERR_NOT_FOUND, "tensor '%s' is missing", name);
+            if (g->n_dims != 2 || g->ne[0] != fused[0] || g->ne[1] != fused[1])
+                return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld]; expected [%lld, %lld]", name,
+                              (long long)g->ne[0], (long long)g->ne[1], (long long)fused[0], (long long)fused[1]);
+            OB_TRY(ob_model_tensor_rows(m, &L->w_gate, name, 0, F));
+            OB_TRY(ob_model_tensor_rows(m, &L->w_up, name, F, F));
         }
         const ob_tensor *small[] = {&L->attn_norm, &L->attn_norm_b, &L->ffn_norm, &L->bq,    &L->bk,
                                     &L->bv,        &L->bo,          &L->b_up,     &L->b_down};
@@ -195,7 +179,6 @@ static int phi_forward(ob_model_impl *m, const ob_forward_args *a) {
     const ob_hparams *hp = &m->hp;
     ob_backend *b = a->backend ? a->backend : m->backend;
     const ob_backend_ops *op = b->ops;
-    const bool p2 = is_phi2(m);
     const int64_t n = a->n_tokens, E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim,
                   F = hp->n_ff;
     if (a->work_floats < phi_work_size(m, n)) return ob_err(OB_ERR_INTERNAL, "workspace too small");
@@ -226,10 +209,7 @@ static int phi_forward(ob_model_impl *m, const ob_forward_args *a) {
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const ob_layer *L = &m->layers[il];
-        if (p2)
-            OB_TRY(op->layer_norm(b, &x, &L->attn_norm, &L->attn_norm_b, hp->norm_eps, &h));
-        else
-            OB_TRY(op->rms_norm(b, &x, &L->attn_norm, hp->norm_eps, E, &h));
+        OB_TRY(op->rms_norm(b, &x, &L->attn_norm, hp->norm_eps, E, &h));
         OB_TRY(op->matmul(b, &L->wq, &h, opt(&L->bq), &q));
         OB_TRY(op->matmul(b, &L->wk, &h, opt(&L->bk), &k));
         OB_TRY(op->matmul(b, &L->wv, &h, opt(&L->bv), &v));
@@ -238,36 +218,23 @@ static int phi_forward(ob_model_impl *m, const ob_forward_args *a) {
         OB_TRY(op->kv_write(b, a->kv, (int)il, &k, &v, a->slots));
         OB_TRY(op->attention(b, a->kv, (int)il, &q, a->attn, &ap, &att));
         OB_TRY(op->matmul(b, &L->wo, &att, opt(&L->bo), &o));
-        if (p2) {
-            /* parallel: the MLP reads the same normed input as attention */
-            OB_TRY(op->matmul(b, &L->w_up, &h, &L->b_up, &up));
-            OB_TRY(op->glu(b, OB_ACT_GELU, &up, NULL, &up));
-            OB_TRY(op->matmul(b, &L->w_down, &up, &L->b_down, &h));
-            OB_TRY(op->add(b, &x, &o, &x));
-            OB_TRY(op->add(b, &x, &h, &x));
-        } else {
-            OB_TRY(op->add(b, &x, &o, &x));
-            OB_TRY(op->rms_norm(b, &x, &L->ffn_norm, hp->norm_eps, E, &h));
-            OB_TRY(op->matmul(b, &L->w_gate, &h, NULL, &gate));
-            OB_TRY(op->matmul(b, &L->w_up, &h, NULL, &up));
-            OB_TRY(op->glu(b, OB_ACT_SILU, &gate, &up, &gate));
-            OB_TRY(op->matmul(b, &L->w_down, &gate, NULL, &h));
-            OB_TRY(op->add(b, &x, &h, &x));
-        }
+        OB_TRY(op->add(b, &x, &o, &x));
+        OB_TRY(op->rms_norm(b, &x, &L->ffn_norm, hp->norm_eps, E, &h));
+        OB_TRY(op->matmul(b, &L->w_gate, &h, NULL, &gate));
+        OB_TRY(op->matmul(b, &L->w_up, &h, NULL, &up));
+        OB_TRY(op->glu(b, OB_ACT_SILU, &gate, &up, &gate));
+        OB_TRY(op->matmul(b, &L->w_down, &gate, NULL, &h));
+        OB_TRY(op->add(b, &x, &h, &x));
     }
     if (a->n_out == 0) return 0;
     ob_tensor xo, lg;
     ob_tensor_f32_2d(&xo, E, a->n_out, a->embd_only ? a->logits : (float *)h.data);
     OB_TRY(op->gather_rows(b, &x, a->out_idx, a->n_out, &xo));
-    if (p2)
-        OB_TRY(op->layer_norm(b, &xo, &m->output_norm, &m->output_norm_b, hp->norm_eps, &xo));
-    else
-        OB_TRY(op->rms_norm(b, &xo, &m->output_norm, hp->norm_eps, E, &xo));
+    OB_TRY(op->rms_norm(b, &xo, &m->output_norm, hp->norm_eps, E, &xo));
     if (a->embd_only) return 0; /* embeddings: the normed hidden states */
     ob_tensor_f32_2d(&lg, hp->n_vocab, a->n_out, a->logits);
     OB_TRY(op->matmul(b, &m->output, &xo, opt(&m->output_b), &lg));
     return 0;
 }
 
-const ob_arch ob_arch_phi2 = {"phi2", true, phi_load, phi_work_size, phi_forward};
 const ob_arch ob_arch_phi3 = {"phi3", true, phi_load, phi_work_size, phi_forward};

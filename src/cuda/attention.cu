@@ -344,7 +344,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     }
     if (splits > 1) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
-        OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n * p->n_head), threads, 0, 
+        OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n * p->n_head), threads, 0,
             a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo));
     }
     return 0;

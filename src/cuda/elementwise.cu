@@ -134,7 +134,7 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
     const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
     const float *wd = w ? (const float *)w->data : NULL;
     if (group <= 1024) {
-        OB_TRY(cuda_launch(c, rms_norm_kernel<true>, ob_div_up((size_t)total, 8), 256, 0, 
+        OB_TRY(cuda_launch(c, rms_norm_kernel<true>, ob_div_up((size_t)total, 8), 256, 0,
             (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps));
     } else {
         OB_TRY(cuda_launch(c, rms_norm_kernel<false>, (unsigned)total, 1024, 0, (const float *)x->data, ldx, (float *)out->data,
@@ -173,7 +173,7 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: weight and bias must be f32");
     if (x->ne[1] <= 0) return 0;
     if (x->ne[1] > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "layer_norm: %lld rows", (long long)x->ne[1]);
-    OB_TRY(cuda_launch(c, layer_norm_kernel, (unsigned)x->ne[1], 256, 0, 
+    OB_TRY(cuda_launch(c, layer_norm_kernel, (unsigned)x->ne[1], 256, 0,
         (const float *)x->data, (int64_t)(x->nb[1] / 4), (float *)out->data, (int64_t)(out->nb[1] / 4),
         w ? (const float *)w->data : NULL, bias ? (const float *)bias->data : NULL, x->ne[0], eps));
     return 0;
@@ -360,7 +360,7 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
         cuda_q8_made(c, out->data, gate->ne[1], d);
         return 0;
     }
-    OB_TRY(cuda_launch(c, glu_kernel, ew_grid(total, c), 256, 0, 
+    OB_TRY(cuda_launch(c, glu_kernel, ew_grid(total, c), 256, 0,
         (int)act, (const float *)gate->data, (int64_t)(gate->nb[1] / 4), up ? (const float *)up->data : NULL,
         up ? (int64_t)(up->nb[1] / 4) : 0, (float *)out->data, (int64_t)(out->nb[1] / 4), d, total));
     return 0;

@@ -226,7 +226,7 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     const bool same = c->q8_src == x->data && c->q8_n == n && c->q8_nin == nin && c->q8_op + 1 == c->n_ops;
     if (!same) {
         const int64_t warps = n * nb;
-        OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0, 
+        OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0,
             (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
     }
     cuda_q8_made(c, x->data, n, nin);

@@ -141,6 +141,11 @@ CASES = [
     # DeepSeek-V3: multi-head latent attention (q and kv LoRA ranks), first layer dense,
     # then 8 routed experts (sigmoid scores, grouped top-2) + 1 shared expert
     ("deepseek_v3", "deepseek_v3", {}),
+    # DeepSeek-V3 with its YaRN (mscale = mscale_all_dim, as V3, R1 and Kimi-K2 ship it): the rope
+    # part rescaled, the softmax scale times mscale(factor, mscale_all_dim)^2
+    ("deepseek_v3_yarn", "deepseek_v3", {"rope": {"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 64, "mscale": 1.0,
+                                                  "mscale_all_dim": 1.0}}),
 ]
 
 HF_CLASSES = {
@@ -312,6 +317,7 @@ def build_config_more(transformers, family, opts, n_vocab, ids):
     cls = getattr(transformers, HF_CLASSES[family][0])
     ids_kw = dict(bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"])
     rope = {"rope_type": "default", "rope_theta": 10000.0}
+    rope.update(opts.get("rope") or {})
     n_layer = opts.get("n_layer", 2)
     if family in ("gpt_bigcode", "gptj"):
         kw = dict(vocab_size=n_vocab, n_embd=64, n_layer=n_layer, n_head=4, n_inner=128, n_positions=256,

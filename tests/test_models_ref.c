@@ -130,6 +130,15 @@ static const ref_case CASES[] = {
      "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
      "blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate_inp.weight:64x4 blk.N.ffn_gate_exps.weight:64x32 "
      "blk.N.ffn_up_exps.weight:64x32 blk.N.ffn_down_exps.weight:32x64"},
+    /* DeepSeek-V3 (deepseek2.c): head_dim is the rope part (qk_rope_head_dim); layer 0 dense, layer 1 MoE */
+    {"deepseek_v3", "deepseek2", 8, false, false, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 output.weight:64x384 blk.N.attn_norm.weight:64x1 blk.N.attn_q_a.weight:64x32 "
+     "blk.N.attn_q_a_norm.weight:32x1 blk.N.attn_q_b.weight:32x96 blk.N.attn_kv_a_mqa.weight:64x40 "
+     "blk.N.attn_kv_a_norm.weight:32x1 blk.N.attn_v_b.weight:32x16 blk.N.attn_output.weight:64x64 "
+     "blk.N.ffn_norm.weight:64x1 blk.0.ffn_gate.weight:64x128 blk.0.ffn_down.weight:128x64 "
+     "blk.1.ffn_gate_inp.weight:64x8 blk.1.exp_probs_b.bias:8x1 blk.1.ffn_gate_exps.weight:64x32 "
+     "blk.1.ffn_up_exps.weight:64x32 blk.1.ffn_down_exps.weight:32x64 blk.1.ffn_gate_shexp.weight:64x32 "
+     "blk.1.ffn_down_shexp.weight:32x64"},
     /* GPT lineage (gptlike.c); head_dim is the rotated part of the head, 0 for learned positions */
     {"stablelm", "stablelm", 4, false, true, false, false, NULL, 0, 2,
      "output.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_q.bias:64x1 "
@@ -278,6 +287,50 @@ static void check_gpt_layouts(const ref_case *c, ob_gguf *g, ob_safetensors *st)
     CHECK_MSG(bad == 0, "%s: %d attn_qkv rows/elements are not where llama.cpp puts them", c->name, bad);
 }
 
+/* DeepSeek, F32 files: kv_b_proj [4 heads x (16 k_nope + 16 v) rows, 32
+ * latent columns] split as llama.cpp does: attn_k_b [16, 32, 4] holds head
+ * h's k rows transposed (element (h, c, d) = kv_b[h * 32 + d][c]), attn_v_b
+ * [32, 16, 4] its v rows (row (h, j) = kv_b row h * 32 + 16 + j); and the
+ * keys llama.cpp's MLA loader reads. */
+static void check_mla_split(const ref_case *c, ob_gguf *g, ob_safetensors *st) {
+    if (strcmp(c->arch, "deepseek2") != 0) return;
+    const ob_gguf_tensor *kb = ob_gguf_find_tensor(g, "blk.1.attn_k_b.weight");
+    const ob_gguf_tensor *vb = ob_gguf_find_tensor(g, "blk.1.attn_v_b.weight");
+    const ob_st_tensor *src = ob_safetensors_find(st, "model.layers.1.self_attn.kv_b_proj.weight");
+    CHECK(kb && vb && src && src->dtype == OB_ST_F32 && kb->n_dims == 3 && vb->n_dims == 3);
+    if (!kb || !vb || !src) return;
+    CHECK(kb->ne[0] == 16 && kb->ne[1] == 32 && kb->ne[2] == 4 && vb->ne[0] == 32 && vb->ne[1] == 16 && vb->ne[2] == 4);
+    CHECK(ob_gguf_find_tensor(g, "blk.1.attn_kv_b.weight") == NULL);
+    int bad = 0;
+    for (int h = 0; h < 4; h++)
+        for (int cc = 0; cc < 32; cc++)
+            for (int d = 0; d < 16; d++) {
+                bad += ((const float *)kb->data)[(h * 32 + cc) * 16 + d] != st_at(src, h * 32 + d, cc, 32);
+                bad += ((const float *)vb->data)[(h * 16 + d) * 32 + cc] != st_at(src, h * 32 + 16 + d, cc, 32);
+            }
+    CHECK_MSG(bad == 0, "%s: %d attn_k_b/attn_v_b elements are not kv_b_proj's", c->name, bad);
+    static const struct {
+        const char *key;
+        uint32_t want;
+    } keys[] = {{"deepseek2.attention.head_count_kv", 1},       {"deepseek2.attention.q_lora_rank", 32},
+                {"deepseek2.attention.kv_lora_rank", 32},       {"deepseek2.attention.key_length", 40},
+                {"deepseek2.attention.value_length", 32},       {"deepseek2.attention.key_length_mla", 24},
+                {"deepseek2.attention.value_length_mla", 16},   {"deepseek2.leading_dense_block_count", 1},
+                {"deepseek2.expert_shared_count", 1},           {"deepseek2.expert_gating_func", 2},
+                {"deepseek2.expert_group_count", 2},            {"deepseek2.expert_group_used_count", 1},
+                {"deepseek2.expert_count", 8},                  {"deepseek2.expert_used_count", 2},
+                {"deepseek2.expert_feed_forward_length", 32}};
+    for (size_t i = 0; i < OB_ARRAY_LEN(keys); i++) {
+        uint32_t v = 0;
+        CHECK_MSG(ob_gguf_get_u32(g, keys[i].key, &v) == 0 && v == keys[i].want, "%s: %s = %u, want %u", c->name,
+                  keys[i].key, v, keys[i].want);
+    }
+    float scale = 0;
+    bool norm = false;
+    CHECK(ob_gguf_get_f32(g, "deepseek2.expert_weights_scale", &scale) == 0 && scale == 2.5f);
+    CHECK(ob_gguf_get_bool(g, "deepseek2.expert_weights_norm", &norm) == 0 && norm);
+}
+
 /* Layer 0's first norm weight under the names the families give it. */
 static const ob_st_tensor *first_norm_src(const ob_safetensors *st) {
     static const char *const names[] = {"model.layers.0.input_layernorm.weight",
@@ -375,6 +428,7 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
             }
             CHECK_MSG(bad == 0, "%s: %d attn_norm weights are not the source%s", c->name, bad, add ? " + 1" : "");
             if (st) check_gpt_layouts(c, g, st);
+            if (st) check_mla_split(c, g, st);
             ob_safetensors_free(st);
         }
         ob_gguf_free(g);
@@ -840,6 +894,17 @@ TEST(gptlike_refusals) {
 }
 
 /* GPT lineage (gptlike.c) */
+TEST(deepseek_v3) { run_named("deepseek_v3"); }
+/* What the deepseek2 form (or our loader) cannot carry: another rope pairing,
+ * softmax routing, YaRN with its softmax mscale. */
+TEST(deepseek_refusals) {
+    expect_refused("deepseek_v3", json_pack("{s:b}", "rope_interleave", 0), "rope_interleave");
+    expect_refused("deepseek_v3", json_pack("{s:s}", "scoring_func", "softmax"), "scoring_func");
+    expect_refused("deepseek_v3",
+                   json_pack("{s:{s:s, s:f, s:f, s:i}}", "rope_parameters", "rope_type", "yarn", "rope_theta", 10000.0,
+                             "factor", 4.0, "original_max_position_embeddings", 64),
+                   "RoPE scaling");
+}
 TEST(stablelm) { run_named("stablelm"); }
 TEST(gptneox) { run_named("gptneox"); }
 TEST(gpt2) { run_named("gpt2"); }

@@ -69,6 +69,13 @@ typedef enum slot {
     S_ATTN_O_B,
     S_ATTN_Q_NORM,
     S_ATTN_K_NORM,
+    S_MLA_Q_A,      /* DeepSeek's multi-head latent attention (hf_deepseek.c) */
+    S_MLA_Q_A_NORM,
+    S_MLA_Q_B,
+    S_MLA_KV_A,
+    S_MLA_KV_A_NORM,
+    S_MLA_K_B,      /* kv_b_proj's k rows, transposed per head */
+    S_MLA_V_B,      /* kv_b_proj's v rows */
     S_ATTN_POST_NORM,
     S_FFN_NORM,
     S_FFN_NORM_B,
@@ -80,6 +87,7 @@ typedef enum slot {
     S_FFN_DOWN,
     S_FFN_DOWN_B,
     S_FFN_GATE_INP,
+    S_FFN_EXP_PROBS_B, /* DeepSeek's e_score_correction_bias */
     S_FFN_GATE_EXPS,
     S_FFN_UP_EXPS,
     S_FFN_DOWN_EXPS,
@@ -95,7 +103,8 @@ typedef enum slot {
     S_COUNT,
 } slot;
 
-typedef enum dimkind { D_NONE, D_VOCAB, D_EMBD, D_FF, D_Q, D_KV, D_HD, D_QKV, D_FF2, D_NEXP, D_FFEXP, D_FFSH, D_ONE } dimkind;
+typedef enum dimkind { D_NONE, D_VOCAB, D_EMBD, D_FF, D_Q, D_KV, D_HD, D_QKV, D_FF2, D_NEXP, D_FFEXP, D_FFSH, D_ONE,
+                       D_QLORA, D_KVA, D_KVLORA, D_KVB /* DeepSeek MLA */ } dimkind;
 
 static const struct {
     const char *hf;   /* suffix after "model.layers.N." (per-layer) or full name */
@@ -121,6 +130,13 @@ static const struct {
     [S_ATTN_O_B] = {"self_attn.o_proj.bias", "attn_output.bias", D_EMBD, D_NONE},
     [S_ATTN_Q_NORM] = {"self_attn.q_norm.weight", "attn_q_norm.weight", D_HD, D_NONE},
     [S_ATTN_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight", D_HD, D_NONE},
+    [S_MLA_Q_A] = {"self_attn.q_a_proj.weight", "attn_q_a.weight", D_QLORA, D_EMBD},
+    [S_MLA_Q_A_NORM] = {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight", D_QLORA, D_NONE},
+    [S_MLA_Q_B] = {"self_attn.q_b_proj.weight", "attn_q_b.weight", D_Q, D_QLORA},
+    [S_MLA_KV_A] = {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight", D_KVA, D_EMBD},
+    [S_MLA_KV_A_NORM] = {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight", D_KVLORA, D_NONE},
+    [S_MLA_K_B] = {"self_attn.kv_b_proj.weight", "attn_k_b.weight", D_KVB, D_KVLORA}, /* + attn_v_b (plan_source) */
+    [S_MLA_V_B] = {NULL, "attn_v_b.weight", D_NONE, D_NONE},
     [S_ATTN_POST_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM_B] = {NULL, "ffn_norm.bias", D_NONE, D_NONE}, /* GPT lineage */
@@ -132,6 +148,7 @@ static const struct {
     [S_FFN_DOWN] = {"mlp.down_proj.weight", "ffn_down.weight", D_EMBD, D_FF},
     [S_FFN_DOWN_B] = {"mlp.down_proj.bias", "ffn_down.bias", D_EMBD, D_NONE},
     [S_FFN_GATE_INP] = {"mlp.gate.weight", "ffn_gate_inp.weight", D_NEXP, D_EMBD},
+    [S_FFN_EXP_PROBS_B] = {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias", D_NEXP, D_NONE},
     /* experts: one source tensor per expert, stacked into [n_expert][rows][cols] (see expert_of) */
     [S_FFN_GATE_EXPS] = {"mlp.experts.N.gate_proj.weight", "ffn_gate_exps.weight", D_FFEXP, D_EMBD},
     [S_FFN_UP_EXPS] = {"mlp.experts.N.up_proj.weight", "ffn_up_exps.weight", D_FFEXP, D_EMBD},
@@ -178,6 +195,10 @@ static const struct {
     {OB_HF_GLM4, "post_self_attn_layernorm.weight", S_ATTN_POST_NORM},
     {OB_HF_GLM4, "post_mlp_layernorm.weight", S_FFN_POST_NORM},
     {OB_HF_GRANITEMOE, "block_sparse_moe.router.layer.weight", S_FFN_GATE_INP},
+    /* DeepSeek's n_shared_experts run as one MLP */
+    {OB_HF_DEEPSEEK3, "mlp.shared_experts.gate_proj.weight", S_FFN_GATE_SHEXP},
+    {OB_HF_DEEPSEEK3, "mlp.shared_experts.up_proj.weight", S_FFN_UP_SHEXP},
+    {OB_HF_DEEPSEEK3, "mlp.shared_experts.down_proj.weight", S_FFN_DOWN_SHEXP},
 };
 
 static bool is_exps(slot s) { return s == S_FFN_GATE_EXPS || s == S_FFN_UP_EXPS || s == S_FFN_DOWN_EXPS; }
@@ -225,6 +246,8 @@ typedef struct planned {
     int64_t split_rows, split_row0; /* experts from one 3-D source (granitemoe): expert e's rows are
                                       * src rows e * split_rows + split_row0 + [0, ne[1]); 0 otherwise */
     bool add_one;             /* Gemma norms: written as 1 + w */
+    bool mla_k_b;             /* DeepSeek attn_k_b: head h's row c is column c of kv_b_proj rows
+                               * h * split_rows + [0, ne[0]) (llama.cpp's transposed k_b) */
     ob_hf_xform xform;        /* GPT lineage: transposed or regrouped (hf_gptlike.h) */
     size_t nbytes;
     size_t scratch_off;       /* SIZE_MAX when the data does not go through scratch */
@@ -259,6 +282,10 @@ static int64_t dim_value(const ob_hf_config *c, dimkind d) {
     case D_FFEXP: return c->n_ff_exp;
     case D_FFSH: return c->n_ff_shexp;
     case D_ONE: return 1;
+    case D_QLORA: return c->ds.q_lora_rank;
+    case D_KVA: return c->ds.kv_lora_rank + c->ds.qk_rope;
+    case D_KVLORA: return c->ds.kv_lora_rank;
+    case D_KVB: return c->n_head * (c->ds.qk_nope + c->ds.v_head_dim);
     default: return 0;
     }
 }
@@ -294,6 +321,7 @@ static int map_name(const conv *c, const char *name, slot *s, int *layer, long *
         long n = strtol(p, &end, 10);
         if (end != p && *end == '.' && errno == 0 && p[0] >= '0' && p[0] <= '9') {
             const char *rest = end + 1;
+            if (n >= c->cfg.n_layer && c->cfg.arch == OB_HF_DEEPSEEK3) return 0; /* MTP layers, as llama.cpp */
             if (n >= c->cfg.n_layer)
                 return ob_err(OB_ERR_FORMAT, "tensor '%s': layer %ld, but config.json has %lld layers", name, n,
                               (long long)c->cfg.n_layer);
@@ -451,6 +479,35 @@ static int plan_stacked_experts(conv *c, const ob_st_tensor *t) {
     return 1;
 }
 
+/* DeepSeek's kv_b_proj [n_head * (qk_nope + v_head_dim), kv_lora_rank], per
+ * head its k_nope rows then its v rows, split as llama.cpp's converter
+ * does: attn_k_b [qk_nope, kv_lora_rank, n_head] (each head's k rows
+ * transposed, so q_nope can be absorbed into the latent space) and
+ * attn_v_b [kv_lora_rank, v_head_dim, n_head] (the v rows as they are). */
+static int plan_mla_kv_b(conv *c, const ob_st_tensor *t, int layer) {
+    const ob_hf_config *cfg = &c->cfg;
+    for (int part = 0; part < 2; part++) {
+        planned p;
+        memset(&p, 0, sizeof p);
+        p.s = part ? S_MLA_V_B : S_MLA_K_B;
+        if (find_planned(c, p.s, layer)) return ob_err(OB_ERR_FORMAT, "tensor '%s' appears twice", t->name);
+        p.layer = layer;
+        p.src = t;
+        snprintf(p.name, sizeof p.name, "blk.%d.%s", layer, g_slots[p.s].gguf);
+        p.n_dims = 3;
+        p.ne[0] = part ? cfg->ds.kv_lora_rank : cfg->ds.qk_nope;
+        p.ne[1] = part ? cfg->ds.v_head_dim : cfg->ds.kv_lora_rank;
+        p.ne[2] = cfg->n_head;
+        p.split_rows = cfg->ds.qk_nope + cfg->ds.v_head_dim;
+        p.split_row0 = part ? cfg->ds.qk_nope : 0;
+        p.mla_k_b = !part;
+        p.type = pick_type(c, &p);
+        p.scratch_off = SIZE_MAX;
+        OB_TRY(add_planned(c, &p));
+    }
+    return 0;
+}
+
 static int plan_source(conv *c, const ob_st_tensor *t) {
     if (ob_hf_gpt_is(c->cfg.arch)) return plan_gpt(c, t);
     slot s = S_COUNT;
@@ -484,6 +541,9 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
     int64_t w0 = dim_value(cfg, g_slots[s].d0), w1 = dim_value(cfg, g_slots[s].d1);
     if (qk_norm_whole && (s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM))
         w0 = dim_value(cfg, s == S_ATTN_Q_NORM ? D_Q : D_KV);
+    if (cfg->arch == OB_HF_DEEPSEEK3 && s == S_ATTN_O) w1 = cfg->n_head * cfg->ds.v_head_dim;
+    if (cfg->arch != OB_HF_DEEPSEEK3 && (s >= S_MLA_Q_A && s <= S_MLA_V_B))
+        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is not part of architecture %s", t->name, cfg->gguf_arch);
     if (t->n_dims != want_dims || t->shape[0] != w0 || (want_dims == 2 && t->shape[1] != w1)) {
         char got[96];
         shape_str(t, got, sizeof got);
@@ -526,6 +586,7 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
         e->srcs[expert] = t;
         return 0;
     }
+    if (s == S_MLA_K_B) return plan_mla_kv_b(c, t, layer);
     planned p;
     memset(&p, 0, sizeof p);
     p.s = s;
@@ -649,6 +710,42 @@ static bool has_planned_name(const void *ctx, const char *name) {
     return false;
 }
 
+/* DeepSeek: MLA in every layer, a dense MLP in the first
+ * first_k_dense_replace layers, routed (+ shared) experts after them. */
+static int check_deepseek(const conv *c) {
+    const ob_hf_config *cfg = &c->cfg;
+    static const slot attn[] = {S_ATTN_NORM, S_MLA_KV_A, S_MLA_KV_A_NORM, S_MLA_K_B, S_MLA_V_B, S_ATTN_O, S_FFN_NORM};
+    static const slot qlora[] = {S_MLA_Q_A, S_MLA_Q_A_NORM, S_MLA_Q_B}, dense[] = {S_FFN_GATE, S_FFN_UP, S_FFN_DOWN};
+    static const slot moe[] = {S_FFN_GATE_INP, S_FFN_EXP_PROBS_B, S_FFN_GATE_EXPS, S_FFN_UP_EXPS, S_FFN_DOWN_EXPS};
+    static const slot shared[] = {S_FFN_GATE_SHEXP, S_FFN_UP_SHEXP, S_FFN_DOWN_SHEXP};
+    struct {
+        const slot *s;
+        size_t n;
+    } sets[5] = {{attn, OB_ARRAY_LEN(attn)}, {qlora, OB_ARRAY_LEN(qlora)}, {dense, OB_ARRAY_LEN(dense)},
+                 {moe, OB_ARRAY_LEN(moe)}, {shared, OB_ARRAY_LEN(shared)}};
+    for (int l = 0; l < cfg->n_layer; l++) {
+        const bool is_dense = l < cfg->ds.n_dense_lead;
+        const bool use[5] = {true, cfg->ds.q_lora_rank > 0, is_dense, !is_dense, !is_dense && cfg->ds.n_shared > 0};
+        if (cfg->ds.q_lora_rank == 0 && !find_planned(c, S_ATTN_Q, l))
+            return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.self_attn.q_proj.weight' is missing", l);
+        for (int k = 0; k < 5; k++)
+            for (size_t i = 0; use[k] && i < sets[k].n; i++)
+                if (!find_planned(c, sets[k].s[i], l))
+                    return ob_err(OB_ERR_FORMAT, "layer %d: tensor %s is missing (%s)", l, g_slots[sets[k].s[i]].gguf,
+                                  g_slots[sets[k].s[i]].hf ? g_slots[sets[k].s[i]].hf : "kv_b_proj");
+        for (slot s = S_FFN_GATE_EXPS; s <= S_FFN_DOWN_EXPS; s++) {
+            const planned *e = find_planned(c, s, l);
+            if (e && is_dense) return ob_err(OB_ERR_FORMAT, "layer %d: experts in a dense layer (first_k_dense_replace)", l);
+            for (int64_t k = 0; e && e->srcs && k < cfg->n_expert; k++)
+                if (!e->srcs[k])
+                    return ob_err(OB_ERR_FORMAT, "layer %d: expert %lld of %s is missing", l, (long long)k, g_slots[s].gguf);
+        }
+        if (!is_dense && find_planned(c, S_FFN_GATE, l))
+            return ob_err(OB_ERR_FORMAT, "layer %d: a dense MLP after first_k_dense_replace layers", l);
+    }
+    return 0;
+}
+
 static int check_complete(conv *c) {
     ob_hf_config *cfg = &c->cfg;
     if (!find_planned(c, S_TOKEN_EMBD, -1)) return ob_err(OB_ERR_FORMAT, "tensor 'model.embed_tokens.weight' is missing");
@@ -661,6 +758,7 @@ static int check_complete(conv *c) {
         cfg->tied = true;
     }
     if (ob_hf_gpt_is(cfg->arch)) return ob_hf_gpt_check(cfg, has_planned_name, c);
+    if (cfg->arch == OB_HF_DEEPSEEK3) return check_deepseek(c);
     static const slot need_llama[] = {S_ATTN_NORM, S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O,
                                       S_FFN_NORM,  S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_COUNT};
     static const slot need_gemma2[] = {S_ATTN_NORM,      S_ATTN_Q,   S_ATTN_K, S_ATTN_V,   S_ATTN_O,        S_ATTN_POST_NORM,
@@ -842,6 +940,14 @@ static int convert_tensor(conv *c, planned *p, float *row) {
         if (p->split_rows)
             s = t->data + (size_t)((r / p->ne[1]) * p->split_rows + p->split_row0 + r % p->ne[1]) * (size_t)row_len * esz;
         unsigned char *d = dst + (size_t)r * out_row;
+        if (p->mla_k_b) { /* row r = (head h, latent column col): kv_b_proj[h * split_rows + i][col], i < row_len */
+            const int64_t h = r / p->ne[1], col = r % p->ne[1], lat = p->ne[1];
+            for (int64_t i = 0; i < row_len; i++)
+                src_to_float(t->dtype, t->data + ((size_t)(h * p->split_rows + i) * (size_t)lat + (size_t)col) * esz,
+                             &row[i], 1);
+            tr->from_float_ref(row, d, row_len);
+            continue;
+        }
         if (p->xform == OB_HF_XF_TRANSPOSE) { /* output row r is source column r */
             for (int64_t i = 0; i < row_len; i++)
                 src_to_float(t->dtype, t->data + ((size_t)i * (size_t)rows + (size_t)r) * esz, &row[i], 1);
@@ -913,11 +1019,12 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
         OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)cfg->n_expert_used));
         if (cfg->arch != OB_HF_MIXTRAL)
             OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)cfg->n_ff_exp));
-        if (cfg->n_ff_shexp > 0)
+        if (cfg->n_ff_shexp > 0 && cfg->arch != OB_HF_DEEPSEEK3) /* deepseek2: expert_shared_count */
             OB_TRY(ob_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)cfg->n_ff_shexp));
         /* llama.cpp hard-codes the renormalisation per architecture
          * (qwen2moe: no; qwen3moe, llama: yes); a config that differs says so */
-        if (cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE && cfg->arch != OB_HF_OLMOE)) /* olmoe: no */
+        if (cfg->arch != OB_HF_DEEPSEEK3 && /* deepseek2: ob_hf_deepseek_keys */
+            cfg->expert_norm != (cfg->arch != OB_HF_QWEN2MOE && cfg->arch != OB_HF_OLMOE)) /* olmoe: no */
             OB_TRY(ob_gguf_writer_set_bool(w, KEY("expert_weights_norm"), cfg->expert_norm));
     }
     if (cfg->arch == OB_HF_GRANITE || cfg->arch == OB_HF_GRANITEMOE) {
@@ -933,7 +1040,9 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
     /* llama.cpp writes these whenever config.json states head_dim; readers
      * derive them from n_embd / n_head otherwise, which is wrong for models
      * such as Qwen3 whose head_dim differs. */
-    if (cfg->head_dim_given || cfg->head_dim * cfg->n_head != cfg->n_embd) {
+    if (cfg->arch == OB_HF_DEEPSEEK3) {
+        OB_TRY(ob_hf_deepseek_keys(cfg, w)); /* MLA's key/value lengths, routing */
+    } else if (cfg->head_dim_given || cfg->head_dim * cfg->n_head != cfg->n_embd) {
         OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)cfg->head_dim));
         OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)cfg->head_dim));
     }

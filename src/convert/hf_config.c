@@ -160,6 +160,9 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "GraniteMoeForCausalLM")) {
         cfg->arch = OB_HF_GRANITEMOE;
         cfg->gguf_arch = "granitemoe";
+    } else if (!strcmp(a, "DeepseekV3ForCausalLM")) { /* V3, R1, Kimi-K2: hf_deepseek.c */
+        cfg->arch = OB_HF_DEEPSEEK3;
+        cfg->gguf_arch = "deepseek2";
     } else if (ob_hf_gpt_arch(a, cfg)) { /* GPT lineage: hf_gptlike.c */
     } else {
         return ob_err(OB_ERR_UNSUPPORTED,
@@ -168,7 +171,7 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
                       "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
                       "GraniteForCausalLM, Olmo2ForCausalLM, SmolLM3ForCausalLM, ArceeForCausalLM, "
                       "Ernie4_5ForCausalLM, SeedOssForCausalLM, OlmoForCausalLM, Glm4ForCausalLM, OlmoeForCausalLM, "
-                      "GraniteMoeForCausalLM are)",
+                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM are)",
                       c->path, a);
     }
     return 0;
@@ -512,6 +515,7 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     }
 
     OB_TRY(parse_llama_variant(c, cfg));
+    if (cfg->arch == OB_HF_DEEPSEEK3) OB_TRY(ob_hf_deepseek_parse(c->root, c->path, cfg));
 
     cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
     int64_t v;

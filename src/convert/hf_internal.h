@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "../gguf/gguf.h"
 
 typedef enum ob_hf_arch {
@@ -39,6 +41,8 @@ typedef enum ob_hf_arch {
     /* mixtures of experts, run by src/model/moe.c */
     OB_HF_OLMOE,      /* q/k RMSNorm over the whole projections, NeoX RoPE, top-k not renormalised */
     OB_HF_GRANITEMOE, /* granite's multipliers; experts stacked in input_linear (gate; up) and output_linear */
+    /* multi-head latent attention + grouped sigmoid routing (hf_deepseek.c, src/model/deepseek2.c) */
+    OB_HF_DEEPSEEK3,  /* DeepseekV3ForCausalLM (V3, R1, Kimi-K2): written as `deepseek2` */
 } ob_hf_arch;
 
 typedef enum ob_hf_rope_scaling {
@@ -89,6 +93,17 @@ typedef struct ob_hf_config {
     bool qkv_bias;          /* q/k/v (or fused qkv) biases */
     double logit_scale;     /* cohere: logits times this */
 
+    /* DeepSeek (hf_deepseek.c): head_dim is qk_nope + qk_rope, n_rot qk_rope,
+     * n_head_kv 1 (llama.cpp's MQA form of MLA); n_ff_shexp = n_ff_exp * n_shared */
+    struct {
+        int64_t q_lora_rank;     /* 0: q_proj without the low-rank pair */
+        int64_t kv_lora_rank, qk_nope, qk_rope, v_head_dim;
+        int64_t n_dense_lead;    /* first_k_dense_replace */
+        int64_t n_shared;        /* n_shared_experts */
+        int64_t n_group, topk_group;
+        double routed_scale;     /* routed_scaling_factor */
+    } ds;
+
     /* bos/eos ids from config.json, the fallback when the tokenizer files
      * name none; -1 when absent. */
     int64_t bos_id, eos_id, pad_id;
@@ -105,6 +120,11 @@ int ob_hf_config_load(const char *dir, ob_hf_config *cfg);
  * merges, the pre-tokenizer name, special token ids, add_bos/add_eos and
  * the chat template. */
 int ob_hf_vocab_write(const char *dir, const ob_hf_config *cfg, ob_gguf_writer *w);
+
+/* DeepSeek (hf_deepseek.c): the family's config keys after the common
+ * ones (root: config.json; errors name the key), and its GGUF keys. */
+int ob_hf_deepseek_parse(json_t *root, const char *path, ob_hf_config *cfg);
+int ob_hf_deepseek_keys(const ob_hf_config *cfg, ob_gguf_writer *w);
 
 /* "dir/name" in a new ob_malloc'd string (NULL when out of memory). */
 char *ob_hf_path(const char *dir, const char *name);

@@ -76,6 +76,12 @@ static const ob_arch_info g_rows[] = {
     {"granitemoe", NULL, "IBM Granite 3.x MoE: Granite's four multipliers around top-k experts (renormalised)",
      VERIFIED(TF, "granitemoe", 1.03e-6, CPU),
      "4 experts of width 32, top-2; input_linear split into gate and up experts, as llama.cpp"},
+    {"deepseek2", NULL,
+     "DeepSeek-V3 / R1 / Kimi-K2 (multi-head latent attention over a compressed cache, leading dense layers, "
+     "grouped sigmoid routing with a correction bias, shared experts)",
+     VERIFIED(TF, "deepseek_v3", 1.31e-5, CPU),
+     "MLA in llama.cpp's absorbed form (attn_k_b / attn_v_b), 8 experts of width 32 in 2 groups, top-2, scale 2.5, "
+     "1 shared; run by deepseek2.c. Not yet: YaRN (DeepSeek's mscale), DeepSeek-V2 softmax routing, CUDA"},
     /* GPT lineage (gptlike.c) */
     {"stablelm", NULL, "StableLM 2 / 3B-4E1T (LayerNorm with bias, gated SiLU MLP, partial NeoX rotary, q/k/v biases)",
      VERIFIED(TF, "stablelm", 2.87e-6, CPU), "partial rotary 0.25 (4 of 16 dims), 2 KV heads, sequential residual"},

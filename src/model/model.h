@@ -44,6 +44,12 @@ typedef struct ob_hparams {
     /* mixture of experts (moe.c); n_expert == 0 for dense models */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_norm;       /* renormalise the top-k routing weights to sum 1 */
+    /* DeepSeek (deepseek2.c): multi-head latent attention, grouped sigmoid routing */
+    int64_t q_lora_rank;    /* 0: attn_q without the low-rank pair */
+    int64_t kv_lora_rank, qk_nope, qk_rope, v_head_mla; /* head_dim = kv_lora_rank + qk_rope (the cached row) */
+    int64_t n_dense_lead;   /* leading layers with a dense MLP */
+    int64_t n_group, topk_group; /* experts in n_group groups; tokens choose among topk_group of them */
+    float expert_scale;     /* routed expert weights times this */
 } ob_hparams;
 
 /* One transformer block's weights; absent optional tensors have data == NULL. */
@@ -66,6 +72,12 @@ typedef struct ob_layer {
                                       * the arrays live in the block that holds `layers` */
     ob_tensor shexp_gate, shexp_up, shexp_down; /* shared expert (qwen2moe) [n_embd, n_ff_shexp] x2, [n_ff_shexp, n_embd] */
     ob_tensor shexp_gate_inp;       /* [n_embd] the shared expert's sigmoid gate */
+    /* DeepSeek MLA (deepseek2.c) */
+    ob_tensor wq_a, q_a_norm, wq_b; /* [n_embd, q_lora], [q_lora], [q_lora, n_head * (nope + rope)] */
+    ob_tensor wkv_a, kv_a_norm;     /* [n_embd, kv_lora + rope], [kv_lora] */
+    ob_tensor *k_b, *v_b;           /* [n_head] each: head h of attn_k_b [nope, kv_lora] and attn_v_b
+                                     * [kv_lora, v_head]; the arrays live in the block that holds `layers` */
+    ob_tensor exp_probs_b;          /* [n_expert] bias added to the scores for choosing experts */
 } ob_layer;
 
 typedef struct ob_arch ob_arch;

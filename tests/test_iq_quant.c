@@ -67,7 +67,7 @@ static void fill_weights(float *qw, int64_t n, uint64_t seed) {
  * 0.019 vs 0.037 for IQ3_XXS, 0.075 vs 0.137 for IQ2_XXS). The absolute
  * bounds are llama.cpp's own weighted error on gaussian rows with
  * log-normal importance, measured with ggml_quantize_chunk from its prebuilt
- * library (docs/quantize.md, "Codebook types"), plus 20% for other seeds
+ * library (docs/quantization.md, "Codebook types"), plus 20% for other seeds
  * and rows: ours must be at least about as good as theirs. */
 static double bound_of(ob_type type) {
     switch (type) {

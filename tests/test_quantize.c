@@ -692,6 +692,91 @@ TEST(perplexity_cli_matches_direct) {
     CHECK_NEAR(cli, direct, 1e-4 * direct + 5e-5);
 }
 
+/* A vocabulary that has a BOS id but does not add it (GPT-2's; the gpt2
+ * fixture): llama-perplexity leaves each chunk's first token alone there,
+ * and so must we (replacing it with BOS changed every chunk). The CLI's
+ * perplexity equals exp(mean NLL) of the chunks as tokenized. */
+TEST(perplexity_no_bos_vocab) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/data/models/gpt2", OB_SOURCE_DIR);
+    if (access(dir, R_OK) != 0) {
+        test_skip("tests/data/models/gpt2 absent");
+        return;
+    }
+    const char *conv = tmp("gpt2-conv.gguf"), *f32 = tmp("gpt2-f32.gguf");
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_OK(ob_convert_hf(dir, conv, &o));
+    /* the fixture's tokenizer adds BOS; the same model with add_bos_token
+     * false is what GPT-2 style vocabularies look like (llama.cpp's gpt-2
+     * vocab has no such flag set) */
+    ob_gguf *src = NULL;
+    CHECK_OK(ob_gguf_open(conv, &src));
+    if (!src) return;
+    ob_gguf_writer *w = NULL;
+    CHECK_OK(ob_gguf_writer_create(&w));
+    for (int64_t i = 0; w && i < ob_gguf_n_kv(src); i++) {
+        const ob_gguf_kv *kv = ob_gguf_kv_at(src, i);
+        CHECK_OK(ob_gguf_writer_set_value(w, kv->key, &kv->value));
+    }
+    CHECK_OK(ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false));
+    for (int64_t i = 0; w && i < ob_gguf_n_tensors(src); i++) {
+        const ob_gguf_tensor *t = ob_gguf_tensor_at(src, i);
+        CHECK_OK(ob_gguf_writer_add_tensor(w, t->name, t->type, (int)t->n_dims, t->ne, t->data));
+    }
+    CHECK_OK(ob_gguf_writer_write_file(w, f32));
+    ob_gguf_writer_free(w);
+    ob_gguf_free(src);
+    ob_model *m = NULL;
+    ob_model_params mp = ob_model_default_params();
+    CHECK_OK(ob_model_load(f32, &mp, &m));
+    if (!m) return;
+    ob_token e[2];
+    int32_t ne = -1;
+    CHECK_OK(ob_tokenize(m, "", 0, true, false, e, 2, &ne));
+    CHECK_EQ_INT(ne, 0); /* adds no BOS */
+    const ob_token bos = ob_token_bos(m);
+    CHECK(bos >= 0);
+    FILE *f = fopen(story_text(), "rb");
+    static char text[1 << 16];
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    static ob_token all[1 << 15];
+    int32_t n_all = 0;
+    CHECK_OK(ob_tokenize(m, text, len, true, false, all, 1 << 15, &n_all));
+    ob_model_free(m);
+    enum { C = 64, NCH = 2 };
+    CHECK(n_all >= C * NCH);
+    if (n_all < C * NCH) return;
+    double nll = 0;
+    int cnt = 0;
+    for (int c = 0; c < NCH; c++) {
+        ob_token chunk[C];
+        memcpy(chunk, all + c * C, sizeof chunk);
+        CHECK(chunk[0] != bos);
+        int V = 0;
+        float *lg = logits_of(f32, chunk, C, &V);
+        if (!lg) return;
+        float *lp = ob_malloc((size_t)V * sizeof(float));
+        for (int i = C / 2; i < C - 1; i++) {
+            ob_log_softmax(lg + (size_t)i * V, V, lp);
+            nll -= lp[chunk[i + 1]];
+            cnt++;
+        }
+        ob_free(lp);
+        ob_free(lg);
+    }
+    static char out[1 << 16];
+    char args[8192];
+    snprintf(args, sizeof args, "perplexity -m '%s' -f '%s' -c %d --chunks %d -t 1", f32, story_text(), C, NCH);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    double cli = parse_after(out, "Final estimate: PPL = "), direct = exp(nll / cnt);
+    fprintf(stderr, "  perplexity without BOS: cli %.4f direct %.6f\n", cli, direct);
+    CHECK_NEAR(cli, direct, 1e-4 * direct + 5e-5);
+}
+
+
 TEST(kld_cli_save_and_compare) {
     const char *src = stories();
     if (!src) {
@@ -827,6 +912,166 @@ TEST(imatrix_file_roundtrip) {
     ob_imatrix_free(m);
     /* not an imatrix */
     CHECK_EQ_INT(ob_imatrix_load(synth_path(), &r), OB_ERR_FORMAT);
+}
+
+/* An imatrix written the way llama-imatrix writes it, by our GGUF writer and
+ * not by ob_imatrix_save: general.type = "imatrix", imatrix.datasets /
+ * chunk_count / chunk_size, and per weight, in sorted name order,
+ * "<name>.in_sum2" F32 [n_in, 1] (sum of x^2 over the tokens, in float) and
+ * "<name>.counts" F32 [1, 1] (the tokens). The quantizer must read it as
+ * in_sum2 / counts: the same bytes as an in-memory imatrix of those means,
+ * different bytes from no imatrix, and a lower importance-weighted error. */
+static float im_mean(int64_t tensor, int64_t j) {
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(tensor + 1) + (uint64_t)j * 0xbf58476d1ce4e5b9ull;
+    return expf(1.5f * test_rand_normal(&s)); /* log-normal, as real activations' mean squares are */
+}
+
+TEST(imatrix_llama_layout_used) {
+    const char *src = synth_path();
+    if (!src) return;
+    ob_gguf *g = NULL;
+    CHECK_OK(ob_gguf_open(src, &g));
+    if (!g) return;
+    enum { MAXT = 64 };
+    const char *names[MAXT];
+    int64_t n_in[MAXT];
+    int nt = 0;
+    for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
+        const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        if (t->n_dims == 2 && !strncmp(t->name, "blk.", 4) && nt < MAXT) {
+            names[nt] = t->name;
+            n_in[nt++] = t->ne[0];
+        }
+    }
+    CHECK_EQ_INT(nt, 8 * 7);
+    /* llama.cpp stores the names sorted (std::sort) */
+    for (int a = 1; a < nt; a++)
+        for (int b = a; b > 0 && strcmp(names[b - 1], names[b]) > 0; b--) {
+            const char *tn = names[b];
+            names[b] = names[b - 1];
+            names[b - 1] = tn;
+            int64_t tk = n_in[b];
+            n_in[b] = n_in[b - 1];
+            n_in[b - 1] = tk;
+        }
+    ob_gguf_writer *w = NULL;
+    CHECK_OK(ob_gguf_writer_create(&w));
+    const char *ds[] = {"calibration.txt"};
+    CHECK_OK(ob_gguf_writer_set_str(w, "general.type", "imatrix"));
+    CHECK_OK(ob_gguf_writer_set_arr_str(w, "imatrix.datasets", ds, 1));
+    CHECK_OK(ob_gguf_writer_set_u32(w, "imatrix.chunk_count", 3));
+    CHECK_OK(ob_gguf_writer_set_u32(w, "imatrix.chunk_size", 512));
+    ob_imatrix *mem = NULL; /* the same means, counts 1 */
+    CHECK_OK(ob_imatrix_create(&mem));
+    float *bufs[2 * MAXT] = {0};
+    const float count = 1536.0f; /* 3 chunks of 512 tokens */
+    for (int i = 0; i < nt && mem; i++) {
+        float *s = bufs[2 * i] = ob_malloc((size_t)n_in[i] * sizeof(float));
+        float *c = bufs[2 * i + 1] = ob_malloc(sizeof(float));
+        ob_imatrix_entry *e = NULL;
+        CHECK_OK(ob_imatrix_entry_get(mem, names[i], n_in[i], 1, &e));
+        for (int64_t j = 0; j < n_in[i]; j++) {
+            s[j] = im_mean(i, j) * count;
+            if (e) e->sum2[j] = (double)s[j] / (double)count; /* what the loader's sum2 / counts gives */
+        }
+        c[0] = count;
+        if (e) e->counts[0] = 1;
+        char nm[256];
+        int64_t ne_s[2] = {n_in[i], 1}, ne_c[2] = {1, 1};
+        snprintf(nm, sizeof nm, "%s.in_sum2", names[i]);
+        CHECK_OK(ob_gguf_writer_add_tensor(w, nm, OB_TYPE_F32, 2, ne_s, s));
+        snprintf(nm, sizeof nm, "%s.counts", names[i]);
+        CHECK_OK(ob_gguf_writer_add_tensor(w, nm, OB_TYPE_F32, 2, ne_c, c));
+    }
+    const char *imf = tmp("llama-layout-imatrix.gguf");
+    CHECK_OK(ob_gguf_writer_write_file(w, imf));
+    ob_gguf_writer_free(w);
+    for (int i = 0; i < 2 * nt; i++) ob_free(bufs[i]);
+
+    ob_imatrix *im = NULL;
+    CHECK_OK(ob_imatrix_load(imf, &im));
+    if (!im || !mem) {
+        ob_imatrix_free(im);
+        ob_imatrix_free(mem);
+        ob_gguf_free(g);
+        return;
+    }
+    CHECK_EQ_INT(im->n, nt);
+    CHECK(im->chunk_count == 3 && im->chunk_size == 512 && im->n_datasets == 1 &&
+          !strcmp(im->datasets[0], "calibration.txt"));
+    float wv[512];
+    const ob_imatrix_entry *e0 = ob_imatrix_find(im, "blk.3.ffn_down.weight");
+    CHECK(e0 && e0->n_per_row == 512 && ob_imatrix_weights(e0, 0, wv));
+    for (int i = 0; e0 && i < nt; i++) /* the weights are in_sum2 / counts */
+        if (!strcmp(names[i], e0->name))
+            for (int64_t j = 0; j < 512; j++) CHECK_NEAR(wv[j], im_mean(i, j), 1e-6 * im_mean(i, j));
+
+    /* quantize: with the file, with the in-memory means, without */
+    const char *mixes[] = {"Q4_0", "IQ3_XXS"};
+    for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k++) {
+        const char *o_file = tmp("im-file.gguf"), *o_mem = tmp("im-mem.gguf"), *o_none = tmp("im-none.gguf");
+        ob_quantize_params p;
+        ob_quantize_params_init(&p);
+        p.n_threads = 1;
+        p.pure = true;
+        ob_quantize_stats st = {0};
+        p.imatrix = im;
+        CHECK_OK(ob_quantize_file(src, o_file, ob_ftype_find(mixes[k]), &p, &st));
+        CHECK_MSG(st.n_imatrix == nt, "%s: %lld tensors used weights, want %d", mixes[k], (long long)st.n_imatrix, nt);
+        p.imatrix = mem;
+        CHECK_OK(ob_quantize_file(src, o_mem, ob_ftype_find(mixes[k]), &p, NULL));
+        p.imatrix = NULL;
+        CHECK_OK(ob_quantize_file(src, o_none, ob_ftype_find(mixes[k]), &p, NULL));
+        ob_gguf *gf = NULL, *gm = NULL, *gn = NULL;
+        CHECK_OK(ob_gguf_open(o_file, &gf));
+        CHECK_OK(ob_gguf_open(o_mem, &gm));
+        CHECK_OK(ob_gguf_open(o_none, &gn));
+        if (!gf || !gm || !gn) {
+            ob_gguf_free(gf);
+            ob_gguf_free(gm);
+            ob_gguf_free(gn);
+            continue;
+        }
+        int same_mem = 0, same_none = 0;
+        double err_im = 0, err_none = 0; /* sum over tensors of sum_j imatrix_j (x - q)^2 */
+        for (int i = 0; i < nt; i++) {
+            const ob_gguf_tensor *tf = ob_gguf_find_tensor(gf, names[i]), *tm = ob_gguf_find_tensor(gm, names[i]),
+                                 *tn = ob_gguf_find_tensor(gn, names[i]), *tx = ob_gguf_find_tensor(g, names[i]);
+            if (!tf || !tm || !tn || !tx) {
+                CHECK_MSG(0, "%s missing", names[i]);
+                continue;
+            }
+            same_mem += tf->nbytes == tm->nbytes && !memcmp(tf->data, tm->data, tf->nbytes);
+            same_none += tf->nbytes == tn->nbytes && !memcmp(tf->data, tn->data, tf->nbytes);
+            const int64_t n = tx->ne[0], rows = tx->ne[1];
+            float *yf = ob_malloc((size_t)n * sizeof(float)), *yn = ob_malloc((size_t)n * sizeof(float));
+            const ob_type_traits *tr = ob_type_get((int)tf->type);
+            for (int64_t r = 0; yf && yn && r < rows; r++) {
+                const float *x = (const float *)tx->data + r * n;
+                tr->to_float((const char *)tf->data + (size_t)r * ob_row_size(tf->type, n), yf, n);
+                tr->to_float((const char *)tn->data + (size_t)r * ob_row_size(tn->type, n), yn, n);
+                for (int64_t j = 0; j < n; j++) {
+                    double q = im_mean(i, j);
+                    err_im += q * (x[j] - yf[j]) * (x[j] - yf[j]);
+                    err_none += q * (x[j] - yn[j]) * (x[j] - yn[j]);
+                }
+            }
+            ob_free(yf);
+            ob_free(yn);
+        }
+        CHECK_MSG(same_mem == nt, "%s: %d of %d tensors equal to the in-memory imatrix's", mixes[k], same_mem, nt);
+        CHECK_MSG(same_none == 0, "%s: %d tensors unchanged by the imatrix", mixes[k], same_none);
+        CHECK_MSG(err_im < 0.9 * err_none, "%s: weighted error %.4g with the file, %.4g without", mixes[k], err_im,
+                  err_none);
+        printf("  %s: importance-weighted error %.4g with the llama-layout imatrix, %.4g without\n", mixes[k],
+               err_im, err_none);
+        ob_gguf_free(gf);
+        ob_gguf_free(gm);
+        ob_gguf_free(gn);
+    }
+    ob_imatrix_free(im);
+    ob_imatrix_free(mem);
+    ob_gguf_free(g);
 }
 
 /* `1bit imatrix` on stories260K: the file loads, q/k/v (same input) agree,

@@ -26,6 +26,7 @@ typedef struct im_state {
     bool process_output;
     int rc;
     const ob_token *tok;
+    int32_t first, n_ctx; /* scored positions: [first, n_ctx - 1) */
     int32_t n_vocab;
     float *logp;
     ob_kl_acc acc;
@@ -44,13 +45,14 @@ static void observe(void *user, const char *name, int32_t mat, int32_t n_mat, co
 
 static void score(void *user, int32_t i, const float *logits) {
     im_state *s = user;
+    if (i < s->first || i >= s->n_ctx - 1) return; /* --process-output asks for every row's logits */
     ob_log_softmax(logits, s->n_vocab, s->logp);
     ob_kl_acc_add_nll(&s->acc, -(double)s->logp[s->tok[i + 1]]);
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: 1bit imatrix -m MODEL -f TEXT [-o imatrix.gguf] [-c 512] [--chunks N] [-t N]\n"
-               "                    [--process-output]\n"
+               "                    [--process-output] [--kv-type f16]\n"
                "  Sums the squared activations entering every weight matrix over the text\n"
                "  (chunks of c tokens) and writes them in llama.cpp's GGUF imatrix layout.\n");
 }
@@ -58,6 +60,7 @@ static void usage(FILE *f) {
 int ob_cmd_imatrix(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *out = "imatrix.gguf";
     int n_ctx = 512, n_chunks_max = -1, n_threads = 0;
+    ob_kv_type kv_type = OB_KV_F16;
     im_state s = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -77,7 +80,10 @@ int ob_cmd_imatrix(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) n_ctx = atoi(v);
         else if (!strcmp(a, "--chunks")) n_chunks_max = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) n_threads = atoi(v);
-        else return ob_cli_fail(0, "imatrix: unknown option '%s'", a);
+        else if (!strcmp(a, "--kv-type")) {
+            if (ob_cli_parse_kv_type(v, &kv_type) < 0)
+                return ob_cli_fail(0, "imatrix: --kv-type must be f16, f32 or q8_0");
+        } else return ob_cli_fail(0, "imatrix: unknown option '%s'", a);
     }
     if (!model_path || !text_path) {
         usage(stderr);
@@ -105,6 +111,7 @@ int ob_cmd_imatrix(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_ctx < 512 ? n_ctx : 512;
     cp.n_threads = n_threads;
+    cp.kv_type = kv_type;
     ob_context *ctx = NULL;
     if (rc == 0) rc = ob_context_create(m, &cp, &ctx);
     if (rc == 0) rc = ob_imatrix_create(&s.im);
@@ -112,12 +119,14 @@ int ob_cmd_imatrix(int argc, char **argv) {
     s.n_vocab = ob_model_n_vocab(m);
     s.logp = ob_malloc((size_t)s.n_vocab * sizeof(float));
     if (rc == 0 && !s.logp) rc = ob_err(OB_ERR_OOM, "logits");
-    const ob_token bos = ob_token_bos(m);
+    const ob_token bos = ob_ppl_chunk_bos(m);
+    s.first = n_ctx / 2;
+    s.n_ctx = n_ctx;
     for (int32_t c = 0; rc == 0 && c < n_chunk; c++) {
         ob_token *ct = tok + (size_t)c * n_ctx;
         if (bos >= 0) ct[0] = bos;
         s.tok = ct;
-        rc = ob_ppl_eval_chunk(ctx, ct, n_ctx, n_ctx / 2, cp.n_batch, score, &s);
+        rc = ob_ppl_eval_chunk(ctx, ct, n_ctx, s.process_output ? -1 : n_ctx / 2, cp.n_batch, score, &s);
         if (rc == 0) rc = s.rc;
         if (rc == 0) {
             printf("[%d]%.4f,", c + 1, exp(s.acc.sum_nll / (double)s.acc.n));

@@ -8,7 +8,7 @@
  * The first evaluates the reference over the text in perplexity's chunks
  * and stores the tokens and, for every scored position, the reference's
  * log-probabilities in 16 bits (format in src/quant/kl_stats.h and
- * docs/quantize.md). The second runs the other model on the same tokens and
+ * docs/quantization.md). The second runs the other model on the same tokens and
  * reports mean/median/p90/p99/max KL divergence, the same-top-token rate,
  * both perplexities and their difference, with standard errors.
  */
@@ -104,7 +104,7 @@ int ob_cmd_kld(int argc, char **argv) {
                 rc = ob_err(OB_ERR_RANGE, "%s has %d tokens, fewer than one chunk of %d (lower -c)", text_path,
                             n_tok, n_ctx);
         }
-        const ob_token bos = ob_token_bos(m);
+        const ob_token bos = ob_ppl_chunk_bos(m);
         for (int32_t c = 0; rc == 0 && bos >= 0 && c < n_chunk; c++) tok[(size_t)c * n_ctx] = bos;
         if (rc == 0)
             rc = ob_kl_base_create(save, (uint32_t)s.n_vocab, (uint32_t)n_ctx, (uint32_t)n_chunk,

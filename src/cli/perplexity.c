@@ -61,6 +61,27 @@ int ob_ppl_read_tokens(ob_model *m, const char *path, ob_token **out, int32_t *n
     return rc;
 }
 
+ob_token ob_ppl_chunk_bos(const ob_model *m) {
+    /* the tokenizer adds BOS to an empty text exactly when the vocabulary asks
+     * for one (tokenizer.ggml.add_bos_token); GPT-2 style vocabularies have a
+     * BOS id but do not add it, and llama-perplexity leaves their chunks alone */
+    ob_token t[2];
+    int32_t n = 0;
+    if (ob_tokenize(m, "", 0, true, false, t, 2, &n) < 0) {
+        ob_err_clear();
+        return -1;
+    }
+    return n >= 1 && t[0] == ob_token_bos(m) ? t[0] : -1;
+}
+
+int ob_cli_parse_kv_type(const char *s, ob_kv_type *out) {
+    if (!strcmp(s, "f16")) *out = OB_KV_F16;
+    else if (!strcmp(s, "f32")) *out = OB_KV_F32;
+    else if (!strcmp(s, "q8_0")) *out = OB_KV_Q8_0;
+    else return OB_ERR_INVALID_ARG;
+    return 0;
+}
+
 int ob_ppl_eval_chunk(ob_context *ctx, const ob_token *tok, int32_t n_ctx, int32_t first, int32_t n_batch,
                       ob_ppl_row_fn fn, void *user) {
     int rc = ob_seq_remove(ctx, 0, 0);
@@ -74,7 +95,7 @@ int ob_ppl_eval_chunk(ob_context *ctx, const ob_token *tok, int32_t n_ctx, int32
         for (int32_t j = 0; j < nb; j++) {
             bt[j] = tok[p0 + j];
             pos[j] = p0 + j;
-            want[j] = p0 + j >= first && p0 + j < n_ctx - 1;
+            want[j] = first < 0 || (p0 + j >= first && p0 + j < n_ctx - 1);
         }
         ob_batch b = {nb, bt, pos, seq, want};
         rc = ob_decode(ctx, &b);
@@ -102,7 +123,7 @@ static void ppl_row(void *user, int32_t i, const float *logits) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: 1bit perplexity -m MODEL -f TEXT [-c 512] [--chunks N] [-t N] [-b N]\n"
+    fprintf(f, "usage: 1bit perplexity -m MODEL -f TEXT [-c 512] [--chunks N] [-t N] [-b N] [--kv-type f16]\n"
                "  -c N        tokens per chunk (default 512); the second half of each chunk is scored\n"
                "  --chunks N  stop after N chunks (default: all whole chunks of the text)\n"
                "  -t N        threads (default: all cores); -b N tokens per batch (default: min(c, 512))\n");
@@ -111,6 +132,7 @@ static void usage(FILE *f) {
 int ob_cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL;
     int n_ctx = 512, n_chunks_max = -1, n_threads = 0, n_batch = 0;
+    ob_kv_type kv_type = OB_KV_F16;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -125,7 +147,10 @@ int ob_cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--chunks")) n_chunks_max = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) n_threads = atoi(v);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) n_batch = atoi(v);
-        else return ob_cli_fail(0, "perplexity: unknown option '%s'", a);
+        else if (!strcmp(a, "--kv-type")) {
+            if (ob_cli_parse_kv_type(v, &kv_type) < 0)
+                return ob_cli_fail(0, "perplexity: --kv-type must be f16, f32 or q8_0");
+        } else return ob_cli_fail(0, "perplexity: unknown option '%s'", a);
     }
     if (!model_path || !text_path) {
         usage(stderr);
@@ -159,16 +184,17 @@ int ob_cmd_perplexity(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = n_threads;
+    cp.kv_type = kv_type;
     ob_context *ctx = NULL;
     rc = ob_context_create(m, &cp, &ctx);
     ppl_state s = {0};
     s.n_vocab = ob_model_n_vocab(m);
     s.logp = ob_malloc((size_t)s.n_vocab * sizeof(float));
     if (rc == 0 && !s.logp) rc = ob_err(OB_ERR_OOM, "logits");
+    const ob_token bos = ob_ppl_chunk_bos(m);
     if (rc == 0)
-        fprintf(stderr, "perplexity: %d tokens, %d chunks of %d, scoring positions %d..%d of each\n", n_tok, n_chunk,
-                n_ctx, n_ctx / 2, n_ctx - 2);
-    const ob_token bos = ob_token_bos(m);
+        fprintf(stderr, "perplexity: %d tokens, %d chunks of %d, scoring positions %d..%d of each, %s\n", n_tok,
+                n_chunk, n_ctx, n_ctx / 2, n_ctx - 2, bos >= 0 ? "BOS first" : "no BOS (the vocabulary adds none)");
     for (int c = 0; rc == 0 && c < n_chunk; c++) {
         ob_token *ct = tok + (size_t)c * n_ctx;
         ob_token saved = ct[0];

@@ -252,7 +252,7 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
     }
     const char *act_sim = getenv("OB_ACT_SIM");
     if (rc == 0 && act_sim && *act_sim) {
-        /* measurement knob (docs/quantize.md): round projection inputs through a 32-block type */
+        /* measurement knob (docs/quantization.md): round projection inputs through a 32-block type */
         int t = ob_type_from_name(act_sim);
         if (t < 0 || !ob_type_get(t)->from_float_ref || ob_type_get(t)->block_size != 32)
             rc = ob_err(OB_ERR_INVALID_ARG, "OB_ACT_SIM=%s: not a type with blocks of 32 (q4_0, q8_0, iq4_nl ...)",

@@ -14,7 +14,7 @@
  * `ops` at the hook (ob_matmul_hook_enter) and back afterwards (leave), so
  * every other op runs untouched on the real backend. Host memory only: the
  * observer reads activations directly, so contexts on a GPU refuse both
- * (docs/quantize.md).
+ * (docs/quantization.md).
  */
 #ifndef OB_ENGINE_MATMUL_HOOK_H
 #define OB_ENGINE_MATMUL_HOOK_H

@@ -1,6 +1,6 @@
 /*
  * hadamard.h - the randomized block Hadamard rotation of the "rotated Q4_0"
- * route (docs/quantize.md).
+ * route (docs/quantization.md).
  *
  * A row is cut into blocks of 32; each block is multiplied by signs s_j
  * (+-1, a hash of the column index j and a seed) and then by the 32-point

@@ -49,7 +49,7 @@ typedef struct ob_kl_result {
 /* Summaries; sorts a copy of the KL values (allocation failure: OB_ERR_OOM). */
 int ob_kl_acc_result(const ob_kl_acc *a, ob_kl_result *r);
 
-/* ---- the base-logits file ("1BITKLD1", docs/quantize.md) ----
+/* ---- the base-logits file ("1BITKLD1", docs/quantization.md) ----
  *
  *   char  magic[8]   "1BITKLD1"
  *   u32   n_vocab, n_ctx, n_chunk, first     (little-endian)

@@ -52,7 +52,7 @@ typedef struct ob_quantize_params {
     bool leave_output;            /* keep output.weight as it is in the source */
     bool pure;                    /* no recipe: every matrix gets the base type */
     bool allow_requantize;        /* sources other than F32/F16/BF16/Q8_0 */
-    bool hadamard;                /* rotate the projections' inputs (meant for Q4_0; docs/quantize.md) */
+    bool hadamard;                /* rotate the projections' inputs (meant for Q4_0; docs/quantization.md) */
     int output_type;              /* type for output.weight, or -1: the recipe's */
     int embd_type;                /* type for token_embd.weight, or -1 */
     const ob_tensor_override *overrides; /* [n_overrides] */

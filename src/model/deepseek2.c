@@ -218,10 +218,7 @@ static int ds_load(ob_model_impl *m) {
             }
         }
         const ob_tensor *small[] = {&L->attn_norm, &L->ffn_norm, &L->q_a_norm, &L->kv_a_norm, &L->exp_probs_b};
-        for (size_t k = 0; k < OB_ARRAY_LEN(small); k++)
-            if (small[k]->data && small[k]->type != OB_TYPE_F32)
-                return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", small[k]->name,
-                              ob_type_name(small[k]->type));
+        OB_TRY(ob_model_check_f32(small, OB_ARRAY_LEN(small)));
     }
     return 0;
 }

@@ -79,50 +79,6 @@ static int parallel_of(const ob_model_impl *m, const gl_family *f, bool *out) {
     return rc;
 }
 
-/* q/k/v from attn_qkv (split by rows) or from separate tensors, each with
- * an optional bias. */
-static int bind_qkv(ob_model_impl *m, ob_layer *L, int il) {
-    const ob_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
-    char name[96];
-    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
-    const ob_gguf_tensor *g = ob_gguf_find_tensor(m->gguf, name);
-    if (g) {
-        if (g->n_dims != 2 || g->ne[0] != E || g->ne[1] != Q + 2 * KV)
-            return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld]; expected [%lld, %lld]", name,
-                          (long long)g->ne[0], (long long)g->ne[1], (long long)E, (long long)(Q + 2 * KV));
-        OB_TRY(ob_model_tensor_rows(m, &L->wq, name, 0, Q));
-        OB_TRY(ob_model_tensor_rows(m, &L->wk, name, Q, KV));
-        OB_TRY(ob_model_tensor_rows(m, &L->wv, name, Q + KV, KV));
-        snprintf(name, sizeof name, "blk.%d.attn_qkv.bias", il);
-        const ob_gguf_tensor *gb = ob_gguf_find_tensor(m->gguf, name);
-        if (gb) {
-            if (gb->n_dims != 1 || gb->ne[0] != Q + 2 * KV || gb->type != OB_TYPE_F32)
-                return ob_err(OB_ERR_FORMAT, "tensor '%s' must be f32 [%lld]", name, (long long)(Q + 2 * KV));
-            OB_TRY(ob_model_tensor_rows(m, &L->bq, name, 0, Q));
-            OB_TRY(ob_model_tensor_rows(m, &L->bk, name, Q, KV));
-            OB_TRY(ob_model_tensor_rows(m, &L->bv, name, Q + KV, KV));
-        }
-        return 0;
-    }
-    int64_t sq[2] = {E, Q}, skv[2] = {E, KV};
-    OB_TRY(ob_model_tensor(m, &L->wq, false, 2, sq, "blk.%d.attn_q.weight", il));
-    OB_TRY(ob_model_tensor(m, &L->wk, false, 2, skv, "blk.%d.attn_k.weight", il));
-    OB_TRY(ob_model_tensor(m, &L->wv, false, 2, skv, "blk.%d.attn_v.weight", il));
-    OB_TRY(ob_model_tensor(m, &L->bq, true, 1, &Q, "blk.%d.attn_q.bias", il));
-    OB_TRY(ob_model_tensor(m, &L->bk, true, 1, &KV, "blk.%d.attn_k.bias", il));
-    OB_TRY(ob_model_tensor(m, &L->bv, true, 1, &KV, "blk.%d.attn_v.bias", il));
-    return 0;
-}
-
-static int check_f32(const ob_tensor *const *ts, size_t n) {
-    for (size_t k = 0; k < n; k++)
-        if (ts[k]->data && ts[k]->type != OB_TYPE_F32)
-            return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", ts[k]->name,
-                          ob_type_name(ts[k]->type));
-    return 0;
-}
-
 static int gl_load(ob_model_impl *m) {
     ob_hparams *hp = &m->hp;
     const gl_family *f = family_of(m);
@@ -164,7 +120,7 @@ static int gl_load(ob_model_impl *m) {
         int il = (int)i;
         OB_TRY(ob_model_tensor(m, &L->attn_norm, false, 1, &E, "blk.%d.attn_norm.weight", il));
         OB_TRY(ob_model_tensor(m, &L->attn_norm_b, true, 1, &E, "blk.%d.attn_norm.bias", il));
-        OB_TRY(bind_qkv(m, L, il));
+        OB_TRY(ob_model_bind_qkv(m, L, il));
         OB_TRY(ob_model_tensor(m, &L->wo, false, 2, so, "blk.%d.attn_output.weight", il));
         OB_TRY(ob_model_tensor(m, &L->bo, true, 1, &E, "blk.%d.attn_output.bias", il));
         /* sequential layers need the pre-MLP norm; parallel ones may have one (gptneox) */
@@ -177,10 +133,10 @@ static int gl_load(ob_model_impl *m) {
         OB_TRY(ob_model_tensor(m, &L->b_down, true, 1, &E, "blk.%d.ffn_down.bias", il));
         const ob_tensor *small[] = {&L->attn_norm, &L->attn_norm_b, &L->ffn_norm, &L->ffn_norm_b, &L->bq,
                                     &L->bk,        &L->bv,          &L->bo,       &L->b_up,       &L->b_down};
-        OB_TRY(check_f32(small, OB_ARRAY_LEN(small)));
+        OB_TRY(ob_model_check_f32(small, OB_ARRAY_LEN(small)));
     }
     const ob_tensor *heads[] = {&m->output_norm, &m->output_norm_b, &m->output_b};
-    return check_f32(heads, OB_ARRAY_LEN(heads));
+    return ob_model_check_f32(heads, OB_ARRAY_LEN(heads));
 }
 
 /* Workspace (floats) for n tokens: x, h, a, f, q, k, v, att, gate, up;

@@ -104,10 +104,7 @@ static int llama_load(ob_model_impl *m) {
         OB_TRY(ob_model_tensor(m, &L->w_up, false, 2, sff, "blk.%d.ffn_up.weight", il));
         OB_TRY(ob_model_tensor(m, &L->w_down, false, 2, sdown, "blk.%d.ffn_down.weight", il));
         const ob_tensor *norms[] = {&L->attn_norm, &L->ffn_norm, &L->q_norm, &L->k_norm, &L->bq, &L->bk, &L->bv, &L->bo};
-        for (size_t k = 0; k < OB_ARRAY_LEN(norms); k++)
-            if (norms[k]->data && norms[k]->type != OB_TYPE_F32)
-                return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", norms[k]->name,
-                              ob_type_name(norms[k]->type));
+        OB_TRY(ob_model_check_f32(norms, OB_ARRAY_LEN(norms)));
     }
     if (m->output_norm.type != OB_TYPE_F32) return ob_err(OB_ERR_UNSUPPORTED, "output_norm.weight must be f32");
     return 0;

@@ -76,10 +76,8 @@ static const variant *variant_of(const ob_model_impl *m) {
 /* A norm tensor: f32 when present (the norm ops read f32 weights). */
 static int norm_tensor(ob_model_impl *m, ob_tensor *t, bool optional, int64_t n, const char *name) {
     OB_TRY(ob_model_tensor(m, t, optional, 1, &n, "%s", name));
-    if (t->data && t->type != OB_TYPE_F32)
-        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", name,
-                      ob_type_name(t->type));
-    return 0;
+    const ob_tensor *ts[] = {t};
+    return ob_model_check_f32(ts, 1);
 }
 
 static int variant_load(ob_model_impl *m) {

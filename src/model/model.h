@@ -159,6 +159,12 @@ int ob_model_tensor(ob_model_impl *m, ob_tensor *t, bool optional, int n_dims, c
  * tensor of its own (a fused qkv or gate_up weight split at load time). The
  * caller checks the whole tensor's shape; n_params counts each slice. */
 int ob_model_tensor_rows(ob_model_impl *m, ob_tensor *t, const char *name, int64_t r0, int64_t n_rows);
+/* q/k/v of layer il from a fused attn_qkv (split by rows, with its bias if
+ * any) or from separate attn_q/k/v tensors with optional biases. */
+int ob_model_bind_qkv(ob_model_impl *m, ob_layer *L, int il);
+/* Norms and biases are read as f32 by the ops: OB_ERR_UNSUPPORTED naming the
+ * first present tensor of ts[n] that is not. */
+int ob_model_check_f32(const ob_tensor *const *ts, size_t n);
 /* The shared hyper-parameters (embedding, layers, heads, key length,
  * context) every decoder reads the same way; `eps_key` names the norm
  * epsilon ("attention.layer_norm_rms_epsilon" or "attention.layer_norm_epsilon"). */

@@ -150,10 +150,7 @@ static int moe_load(ob_model_impl *m) {
             OB_TRY(ob_model_tensor(m, &L->shexp_gate_inp, false, 2, sg, "blk.%d.ffn_gate_inp_shexp.weight", il));
         }
         const ob_tensor *small[] = {&L->attn_norm, &L->ffn_norm, &L->q_norm, &L->k_norm, &L->bq, &L->bk, &L->bv};
-        for (size_t k = 0; k < OB_ARRAY_LEN(small); k++)
-            if (small[k]->data && small[k]->type != OB_TYPE_F32)
-                return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", small[k]->name,
-                              ob_type_name(small[k]->type));
+        OB_TRY(ob_model_check_f32(small, OB_ARRAY_LEN(small)));
     }
     if (m->output_norm.type != OB_TYPE_F32) return ob_err(OB_ERR_UNSUPPORTED, "output_norm.weight must be f32");
     return 0;

@@ -146,6 +146,19 @@ CASES = [
     ("deepseek_v3_yarn", "deepseek_v3", {"rope": {"rope_type": "yarn", "factor": 4.0,
                                                   "original_max_position_embeddings": 64, "mscale": 1.0,
                                                   "mscale_all_dim": 1.0}}),
+    # Session 4 families (built by build_config_older).
+    # OPT: learned positions with offset 2, LayerNorm before, ReLU MLP (fc1, fc2), biases, tied
+    ("opt", "opt", {}),
+    # CodeGen: fused qkv_proj in 4 model-parallel chunks of (q, v, k), GPT-J style parallel block,
+    # interleaved partial rotary (8 of 16 dims), untied biased lm_head
+    ("codegen", "codegen", {"rotary_dim": 8}),
+    # BLOOM: ALiBi (no positions), LayerNorm after the embeddings, fused per-head qkv, tanh GELU, tied
+    ("bloom", "bloom", {}),
+    # BLOOM with 6 heads (not a power of two: the second ALiBi slope series)
+    ("bloom_h6", "bloom", {"hidden": 96, "n_head": 6}),
+    # BitNet b1.58: sub-norms before o_proj and down_proj, squared ReLU, weights made ternary
+    # (one scale per tensor, fp16-exact) so TQ1_0/TQ2_0 hold them exactly
+    ("bitnet", "bitnet", {"ternary": True}),
 ]
 
 HF_CLASSES = {
@@ -181,6 +194,10 @@ HF_CLASSES = {
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
     "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
+    "opt": ("OPTConfig", "OPTForCausalLM"),
+    "codegen": ("CodeGenConfig", "CodeGenForCausalLM"),
+    "bloom": ("BloomConfig", "BloomForCausalLM"),
+    "bitnet": ("BitNetConfig", "BitNetForCausalLM"),
 }
 
 # families built by build_config_more
@@ -379,7 +396,48 @@ def build_config_more(transformers, family, opts, n_vocab, ids):
     return cfg
 
 
+# families built by build_config_older
+OLDER_FAMILIES = ("opt", "codegen", "bloom", "bitnet")
+
+
+def build_config_older(transformers, family, opts, n_vocab, ids):
+    """Configs of OPT, CodeGen, BLOOM and BitNet in each class's own argument names."""
+    cls = getattr(transformers, HF_CLASSES[family][0])
+    ids_kw = dict(bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"])
+    if family == "opt":
+        kw = dict(vocab_size=n_vocab, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=256, do_layer_norm_before=True, word_embed_proj_dim=64,
+                  activation_function="relu", enable_bias=True, layer_norm_elementwise_affine=True,
+                  init_std=0.2, dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True, use_cache=True,
+                  **ids_kw)
+    elif family == "codegen":
+        kw = dict(vocab_size=n_vocab, n_embd=64, n_layer=2, n_head=4, n_inner=128, n_positions=256, n_ctx=256,
+                  rotary_dim=opts["rotary_dim"], activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                  initializer_range=0.2, tie_word_embeddings=False, use_cache=True, **ids_kw)
+    elif family == "bloom":
+        kw = dict(vocab_size=n_vocab, hidden_size=opts.get("hidden", 64), n_layer=2, n_head=opts.get("n_head", 4),
+                  layer_norm_epsilon=1e-5, initializer_range=0.2, apply_residual_connection_post_layernorm=False,
+                  hidden_dropout=0.0, attention_dropout=0.0, pretraining_tp=1, slow_but_exact=False,
+                  tie_word_embeddings=True, use_cache=True, **ids_kw)
+    else:  # bitnet
+        kw = dict(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, hidden_act="relu2", max_position_embeddings=256,
+                  initializer_range=0.2, rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False,
+                  use_cache=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **ids_kw)
+    cfg = cls(**kw)
+    assert cfg.vocab_size == n_vocab, cfg
+    if family == "codegen":
+        assert cfg.rotary_dim == opts["rotary_dim"] and cfg.n_head == 4, cfg
+    if family == "bloom":
+        assert cfg.n_head == kw["n_head"] and cfg.hidden_size == kw["hidden_size"], cfg
+    if family == "opt":
+        assert cfg.do_layer_norm_before and cfg.word_embed_proj_dim == 64, cfg
+    return cfg
+
+
 def build_config(transformers, family, opts, n_vocab, ids):
+    if family in OLDER_FAMILIES:
+        return build_config_older(transformers, family, opts, n_vocab, ids)
     if family in MORE_FAMILIES:
         return build_config_more(transformers, family, opts, n_vocab, ids)
     if family in OTHER_FAMILIES:
@@ -497,6 +555,12 @@ def make_model(torch, transformers, family, cfg, seed):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
+        if family == "bitnet":
+            # ternary projections: w = s * round(clamp(w / s, -1, 1)) with s = mean |w| rounded to fp16
+            for name, p in model.named_parameters():
+                if ".layers." in name and name.endswith("proj.weight"):
+                    s = float(p.abs().mean().half().float())
+                    p.copy_(s * torch.clamp(torch.round(p / s), -1, 1))
     impl = getattr(model.config, "_attn_implementation", None)
     assert impl == "eager", impl
     return model

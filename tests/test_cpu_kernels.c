@@ -472,7 +472,7 @@ TEST(attention_op_long_context) {
         }
         void *kl[1] = {kpool}, *vl[1] = {vpool};
         ob_kv_store kv = {type, 1, kv_dim, NB * BS, BS, rb, kl, vl};
-        ob_attn_params ap = {NH, NKV, HD, 0.125f, 0.0f};
+        ob_attn_params ap = {NH, NKV, HD, 0.125f, 0.0f, 0.0f};
         /* cases: (first pos, tokens, window) */
         static const int cases[][3] = {{NPOS - 1, 1, 0}, {NPOS - 3, 3, 0}, {NPOS - 1, 1, 700}, {NPOS - 70, 70, 0}, {900, 1, 0}};
         for (int ti = OB_CPU_AVX2; ti <= OB_CPU_AVX512; ti++) {
@@ -528,6 +528,93 @@ TEST(attention_op_long_context) {
         }
         ob_free(kpool), ob_free(vpool), ob_free(kf), ob_free(vf);
     }
+}
+
+/* ALiBi (bloom) in the attention op: 6 heads, not a power of two, so the
+ * second slope series is used too. The reference builds the slopes the way
+ * transformers' build_alibi_tensor does (closest power of two, then the odd
+ * powers of the finer base) and adds slope * key position, which softmax
+ * cannot tell from the op's slope * (key - query position). Prefill runs of
+ * 1 to 70 tokens (blocked path) and single tokens 700 keys deep (split-K,
+ * two threads); same bound as above. */
+TEST(attention_op_alibi) {
+    enum { NH = 6, NKV = 2, HD = 16, BS = 16, NPOS = 720, NB = NPOS / BS + 2 };
+    const int kv_dim = NKV * HD;
+    uint64_t rng = 23;
+    double slope[NH];
+    {
+        int p2 = 1;
+        while (p2 * 2 <= NH) p2 *= 2;
+        const double base = pow(2.0, -pow(2.0, -(log2((double)p2) - 3))), extra = pow(2.0, -pow(2.0, -(log2(2.0 * p2) - 3)));
+        for (int h = 0; h < p2; h++) slope[h] = pow(base, h + 1);
+        for (int h = p2; h < NH; h++) slope[h] = pow(extra, 2 * (h - p2) + 1);
+    }
+    for (int h = 0; h < NH; h++)
+        CHECK_MSG(fabs(ob_alibi_slope(NH, h, 8.0f) - slope[h]) <= 1e-7 * slope[h], "slope %d: %g, want %g", h,
+                  ob_alibi_slope(NH, h, 8.0f), slope[h]);
+    float *kf = ob_malloc((size_t)NPOS * kv_dim * sizeof(float)), *vf = ob_malloc((size_t)NPOS * kv_dim * sizeof(float));
+    int32_t table[NB];
+    for (int i = 0; i < NB; i++) table[i] = (i * 5 + 1) % NB;
+    float *kpool = ob_calloc((size_t)NB * BS * kv_dim, sizeof(float)), *vpool = ob_calloc((size_t)NB * BS * kv_dim, sizeof(float));
+    for (int pos = 0; pos < NPOS; pos++) {
+        const int64_t slot = (int64_t)table[pos / BS] * BS + pos % BS;
+        for (int i = 0; i < kv_dim; i++) {
+            kf[(size_t)pos * kv_dim + i] = kpool[slot * kv_dim + i] = test_rand_normal(&rng);
+            vf[(size_t)pos * kv_dim + i] = vpool[slot * kv_dim + i] = test_rand_normal(&rng);
+        }
+    }
+    void *kl[1] = {kpool}, *vl[1] = {vpool};
+    ob_kv_store kv = {OB_TYPE_F32, 1, kv_dim, NB * BS, BS, (size_t)kv_dim * sizeof(float), kl, vl};
+    ob_attn_params ap = {NH, NKV, HD, 0.25f, 0.0f, 8.0f};
+    static const int cases[][2] = {{0, 1}, {0, 70}, {100, 37}, {NPOS - 1, 1}, {NPOS - 3, 3}};
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        ob_backend *b = NULL;
+        CHECK(ob_backend_cpu_create_with(2, k, &b) == 0);
+        if (!b) continue;
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const int p0 = cases[ci][0], n = cases[ci][1];
+            float *qv = ob_malloc((size_t)n * NH * HD * sizeof(float)), *ov = ob_malloc((size_t)n * NH * HD * sizeof(float));
+            ob_attn_token *toks = ob_malloc((size_t)n * sizeof(ob_attn_token));
+            for (int i = 0; i < n * NH * HD; i++) qv[i] = test_rand_normal(&rng);
+            for (int i = 0; i < n; i++) toks[i] = (ob_attn_token){table, p0 + i, 0};
+            ob_tensor q, o;
+            ob_tensor_f32_2d(&q, NH * HD, n, qv);
+            ob_tensor_f32_2d(&o, NH * HD, n, ov);
+            CHECK(b->ops->attention(b, &kv, 0, &q, toks, &ap, &o) == 0);
+            double worst = 0, mag = 0;
+            static double sc[NPOS], ref[HD];
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < NH; h++) {
+                    const int hk = h / (NH / NKV);
+                    const float *qq = qv + ((size_t)i * NH + h) * HD;
+                    double m = -1e300, sum = 0;
+                    for (int pos = 0; pos <= toks[i].pos; pos++) {
+                        double d = 0;
+                        for (int e = 0; e < HD; e++) d += (double)qq[e] * kf[(size_t)pos * kv_dim + hk * HD + e];
+                        sc[pos] = d * ap.scale + slope[h] * pos;
+                        if (sc[pos] > m) m = sc[pos];
+                    }
+                    memset(ref, 0, sizeof ref);
+                    for (int pos = 0; pos <= toks[i].pos; pos++) {
+                        double w = exp(sc[pos] - m);
+                        sum += w;
+                        for (int e = 0; e < HD; e++) ref[e] += w * vf[(size_t)pos * kv_dim + hk * HD + e];
+                    }
+                    for (int e = 0; e < HD; e++) {
+                        double r = ref[e] / sum, d = fabs(r - ov[((size_t)i * NH + h) * HD + e]);
+                        if (d > worst) worst = d;
+                        if (fabs(r) > mag) mag = fabs(r);
+                    }
+                }
+            CHECK_MSG(worst <= 2e-5 * mag, "%s alibi pos %d n %d: max error %.3g of %.3g", tier_name((ob_cpu_tier)ti),
+                      p0, n, worst, mag);
+            ob_free(qv), ob_free(ov), ob_free(toks);
+        }
+        ob_backend_free(b);
+    }
+    ob_free(kpool), ob_free(vpool), ob_free(kf), ob_free(vf);
 }
 
 TEST(elementwise_match_scalar) {

@@ -207,9 +207,16 @@ static void wt_free(wt *w) {
 /* Bound on NMSE against the CPU backend for weight type t (file comment). */
 static double cpu_bound(ob_type t) { return t == OB_TYPE_F32 ? 1e-8 : 5e-4; }
 
-/* Whether matmul.cu sends this product to the integer decode kernel (cuda_mmvq_usable). */
+/* Whether matmul.cu sends this product to a kernel on q8 activations: the integer decode
+ * kernel (cuda_mmvq_usable, up to 64 tokens) or the int8 tensor-core product (cuda_mmq_usable,
+ * 9..OB_CUDA_MMQ_MAX tokens, default 64, rows of whole 256-element steps; every GPU this test
+ * runs on has int8 tensor cores). */
 static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
-    const char *env = getenv("OB_CUDA_MMVQ");
+    const char *env = getenv("OB_CUDA_MMVQ"), *mq = getenv("OB_CUDA_MMQ"), *mqmax = getenv("OB_CUDA_MMQ_MAX");
+    const int64_t mmq_max = mqmax ? atoi(mqmax) : 64;
+    const bool mmq_type = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ||
+                          t == OB_TYPE_Q6_K;
+    if (!(mq && atoi(mq) == 0) && mmq_type && n > 8 && n <= mmq_max && nin % 256 == 0) return true;
     if ((env && atoi(env) == 0) || n > 64) return false;
     switch (t) {
     case OB_TYPE_Q4_0:
@@ -314,6 +321,8 @@ TEST(op_matmul_large_and_odd) {
         check_matmul(big[i], 4096, 5000, 1, false);
         check_matmul(big[i], 4096, 5000, 8, true);
         check_matmul(big[i], 14336, 1024, 2, false);
+        check_matmul(big[i], 4096, 5000, 64, true);   /* tensor cores (mmq.cu), one pass */
+        check_matmul(big[i], 14336, 1024, 37, false); /* few rows: the steps split over blocks */
     }
     /* float rows whose length is not a multiple of 8 take cuBLAS even for one token */
     static const ob_type fl[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
@@ -564,7 +573,7 @@ static void make_tables(void) {
     }
 }
 
-static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd, float softcap) {
+static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd, float softcap, float alibi) {
     const int64_t kv_dim = (int64_t)n_head_kv * hd;
     kvpair kv;
     kv_new(&kv, kvt, kv_dim, KV_BS, KV_BLOCKS);
@@ -602,7 +611,7 @@ static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd,
     toks[n++] = (ob_attn_token){g_tab[1], 70, 0};
     for (int p = 0; p < 5; p++) toks[n++] = (ob_attn_token){g_tab[2], p, 0};
     for (int p = 260; p < 300; p++) toks[n++] = (ob_attn_token){g_tab[0], p, p > 280 ? p - 15 : 0};
-    ob_attn_params ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), softcap};
+    ob_attn_params ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), softcap, alibi};
     /* the batch, then single tokens (decode: long ranges are split across blocks) */
     const int ranges[][2] = {{0, n}, {3, 4}, {4, 5}, {6, 7}, {0, 1}};
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
@@ -614,8 +623,8 @@ static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd,
         CHECK_OK(g_cpu->ops->attention(g_cpu, &kv.c, 0, &q.c, toks + t0, &ap, &o.c));
         CHECK_OK(g_gpu->ops->attention(g_gpu, &kv.g, 0, &q.g, toks + t0, &ap, &o.g));
         char what[128];
-        snprintf(what, sizeof what, "attention kv %s heads %d/%d hd %d softcap %g tokens %d..%d", ob_type_name(kvt),
-                 n_head, n_head_kv, hd, (double)softcap, t0, t0 + nt - 1);
+        snprintf(what, sizeof what, "attention kv %s heads %d/%d hd %d softcap %g alibi %g tokens %d..%d",
+                 ob_type_name(kvt), n_head, n_head_kv, hd, (double)softcap, (double)alibi, t0, t0 + nt - 1);
         expect_close(what, &o, 1e-9);
         act_free(&q);
         act_free(&o);
@@ -627,11 +636,16 @@ TEST(op_kv_write_and_attention) {
     NEED_GPU();
     static const ob_type kvts[] = {OB_TYPE_F16, OB_TYPE_F32, OB_TYPE_Q8_0};
     for (int i = 0; i < 3; i++) {
-        check_attention_case(kvts[i], 8, 2, 64, 0.0f);
-        check_attention_case(kvts[i], 32, 8, 128, 0.0f);
-        check_attention_case(kvts[i], 4, 2, 16, 0.0f);  /* Q8_0: the second head starts mid-block */
-        check_attention_case(kvts[i], 16, 16, 256, 30.0f);
-        check_attention_case(kvts[i], 12, 1, 96, 0.0f); /* one KV head for 12 query heads */
+        /* F16 and Q8_0 caches with head dimensions 64/128/256 and up to 8 query heads a KV head
+         * take the vector kernel (attention.cu); the rest the tiled one */
+        check_attention_case(kvts[i], 8, 2, 64, 0.0f, 0.0f);
+        check_attention_case(kvts[i], 32, 8, 128, 0.0f, 0.0f);
+        check_attention_case(kvts[i], 4, 2, 16, 0.0f, 0.0f);  /* Q8_0: the second head starts mid-block */
+        check_attention_case(kvts[i], 16, 16, 256, 30.0f, 0.0f);
+        check_attention_case(kvts[i], 12, 1, 96, 0.0f, 0.0f); /* one KV head for 12 query heads */
+        check_attention_case(kvts[i], 14, 2, 64, 0.0f, 0.0f); /* 7 query heads a KV head (padded to 8) */
+        check_attention_case(kvts[i], 6, 6, 64, 0.0f, 8.0f);  /* ALiBi, 6 heads: both slope series */
+        check_attention_case(kvts[i], 4, 4, 16, 0.0f, 8.0f);  /* ALiBi in the tiled kernel */
     }
 }
 

@@ -1,6 +1,7 @@
 /*
  * backend.c - tensor helpers shared by every backend.
  */
+#include <math.h>
 #include <string.h>
 
 #include "backend.h"
@@ -32,3 +33,21 @@ void ob_backend_free(ob_backend *b) {
 }
 
 bool ob_backend_is_cpu(const ob_backend *b) { return b && b->ops->name && !strcmp(b->ops->name, "cpu"); }
+
+/* Both backends have every feature listed so far (the CUDA plugin's
+ * attention and glu learned ALiBi and ReLU with them); a backend that lacks
+ * a later one answers false here. */
+bool ob_backend_has(const ob_backend *b, ob_backend_feature f) {
+    switch (f) {
+    case OB_FEATURE_ALIBI:
+    case OB_FEATURE_ACT_RELU: return b != NULL;
+    }
+    return false;
+}
+
+float ob_alibi_slope(int n_head, int h, float max_bias) {
+    int p = 1;
+    while (p * 2 <= n_head) p *= 2;
+    if (h < p) return powf(2.0f, -max_bias / (float)p * (float)(h + 1));
+    return powf(2.0f, -max_bias / (float)(2 * p) * (float)(2 * (h - p) + 1));
+}

@@ -100,7 +100,19 @@ typedef struct ob_attn_params {
     int n_head, n_head_kv, head_dim;
     float scale;          /* usually 1/sqrt(head_dim) */
     float softcap;        /* 0 = none; else scores = softcap * tanh(scores / softcap) */
+    /* ALiBi (bloom): 0 = none; else query head h adds ob_alibi_slope(n_head,
+     * h, max_alibi_bias) * (key pos - query pos) to its scores (after the
+     * soft-cap), the bias BLOOM adds as slope * key pos (softmax cannot tell
+     * the two apart) and llama.cpp's -slope * |query pos - key pos|. */
+    float max_alibi_bias;
 } ob_attn_params;
+
+/* ALiBi slope of head h of n_head for a maximum bias b (BLOOM and
+ * llama.cpp: b = 8). With p = 2^floor(log2 n_head): heads h < p take
+ * (2^(-b/p))^(h + 1), the rest the interleaved second series
+ * (2^(-b/2p))^(2 (h - p) + 1), which covers head counts that are not
+ * powers of two. */
+float ob_alibi_slope(int n_head, int h, float max_bias);
 
 typedef enum ob_act {
     OB_ACT_SILU = 0,
@@ -108,6 +120,7 @@ typedef enum ob_act {
     OB_ACT_GELU_ERF = 2,
     OB_ACT_RELU2 = 3,     /* squared ReLU */
     OB_ACT_TANH = 4,      /* tanh (logit soft-capping: c * tanh(x / c)) */
+    OB_ACT_RELU = 5,      /* max(x, 0) (opt) */
 } ob_act;
 
 /* The device interface. Every op is required unless marked optional. */
@@ -165,6 +178,15 @@ int ob_backend_cpu_create(int n_threads, ob_backend **out);
 void ob_backend_free(ob_backend *b);
 /* True for the CPU backend (weights in host memory, ops synchronous). */
 bool ob_backend_is_cpu(const ob_backend *b);
+
+/* Op features added after a backend was written: a model that needs one
+ * asks first, so a backend without it fails with a message instead of
+ * silently computing something else. The CPU backend has all of them. */
+typedef enum ob_backend_feature {
+    OB_FEATURE_ALIBI,    /* attention honours ob_attn_params.max_alibi_bias */
+    OB_FEATURE_ACT_RELU, /* glu knows OB_ACT_RELU */
+} ob_backend_feature;
+bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
 
 /* ---- the CUDA plugin (lib1bit-cuda.so), loaded at run time ----
  *

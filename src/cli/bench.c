@@ -79,6 +79,8 @@ static void usage(void) {
            "  -r N             repetitions (default 5)\n"
            "  -t N[,N]         threads (default: all cores)\n"
            "  -b N             prompt batch size (default 512)\n"
+           "  -np N[,N]        sequences side by side (default 1): each gets -d, -p and -n tokens, a decode\n"
+           "                   step is one batch of one token per sequence; t/s counts every sequence's tokens\n"
            "  -o FMT           md (default), csv, json or jsonl\n"
            "  --kv-type T      f16 (default), f32 or q8_0\n"
            "  --device D       cpu (default), cuda, auto\n"
@@ -604,7 +606,7 @@ static int pool_bench(int threads) {
 typedef struct bench_opts {
     const char *models[MAX_LIST];
     int n_models;
-    int p[MAX_LIST], n_p, g[MAX_LIST], n_g, d[MAX_LIST], n_d, t[MAX_LIST], n_t;
+    int p[MAX_LIST], n_p, g[MAX_LIST], n_g, d[MAX_LIST], n_d, t[MAX_LIST], n_t, np[MAX_LIST], n_np;
     int reps, n_batch;
     const char *fmt, *device;
     ob_kv_type kv;
@@ -616,6 +618,7 @@ typedef struct result {
     char model_type[160];
     uint64_t model_size, n_params;
     int n_prompt, n_gen, n_depth, n_threads, n_batch;
+    int n_parallel;       /* sequences decoded side by side (-np; 1 = llama-bench's test) */
     const char *type_kv;
     const char *backends; /* llama-bench's column: "CPU", "CUDA" (or "auto": the library chose) */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
@@ -630,17 +633,19 @@ static ob_token rand_token(int32_t n_vocab) {
     return (ob_token)((g_tok_rng >> 33) % (uint64_t)n_vocab);
 }
 
-/* Process n random tokens at positions [pos0, pos0+n) of sequence 0 in batches. */
-static int feed_prompt(ob_context *ctx, int32_t n_vocab, int pos0, int n, int n_batch) {
+/* Process n random tokens at positions [pos0, pos0+n) of each of sequences
+ * 0..n_seq-1, packed into batches of up to n_batch tokens. */
+static int feed_prompt(ob_context *ctx, int32_t n_vocab, int n_seq, int pos0, int n, int n_batch) {
     ob_token tok[4096];
     int32_t pos[4096], seq[4096];
     if (n_batch > 4096) n_batch = 4096;
-    for (int done = 0; done < n;) {
-        int m = n - done < n_batch ? n - done : n_batch;
+    const int64_t total = (int64_t)n_seq * n;
+    for (int64_t done = 0; done < total;) {
+        int m = total - done < n_batch ? (int)(total - done) : n_batch;
         for (int i = 0; i < m; i++) {
             tok[i] = rand_token(n_vocab);
-            pos[i] = pos0 + done + i;
-            seq[i] = 0;
+            pos[i] = pos0 + (int)((done + i) % n);
+            seq[i] = (int32_t)((done + i) / n);
         }
         ob_batch b = {m, tok, pos, seq, NULL};
         int rc = ob_decode(ctx, &b);
@@ -650,15 +655,18 @@ static int feed_prompt(ob_context *ctx, int32_t n_vocab, int pos0, int n, int n_
     return 0;
 }
 
-static int gen_tokens(ob_context *ctx, int32_t n_vocab, int pos0, int n) {
-    ob_token tok = rand_token(n_vocab);
-    int32_t seq = 0;
+/* n decode steps; each step is one batch of one token for every sequence. */
+static int gen_tokens(ob_context *ctx, int32_t n_vocab, int n_seq, int pos0, int n) {
+    ob_token tok[4096];
+    int32_t pos[4096], seq[4096];
+    if (n_seq > 4096) return ob_err(OB_ERR_RANGE, "at most 4096 parallel sequences");
+    for (int s = 0; s < n_seq; s++) tok[s] = rand_token(n_vocab), seq[s] = s;
     for (int i = 0; i < n; i++) {
-        int32_t pos = pos0 + i;
-        ob_batch b = {1, &tok, &pos, &seq, NULL};
+        for (int s = 0; s < n_seq; s++) pos[s] = pos0 + i;
+        ob_batch b = {n_seq, tok, pos, seq, NULL};
         int rc = ob_decode(ctx, &b);
         if (rc < 0) return rc;
-        tok = rand_token(n_vocab); /* llama-bench does not sample either */
+        for (int s = 0; s < n_seq; s++) tok[s] = rand_token(n_vocab); /* llama-bench does not sample either */
     }
     return 0;
 }
@@ -690,13 +698,14 @@ static void describe(const char *path, const ob_model *m, char *buf, size_t size
 }
 
 static int run_test(const bench_opts *o, ob_model *m, const char *path, int n_prompt, int n_gen, int depth, int threads,
-                    result *r) {
+                    int n_par, result *r) {
     memset(r, 0, sizeof *r);
     r->model = path;
     describe(path, m, r->model_type, sizeof r->model_type);
     r->model_size = ob_model_size_bytes(m);
     r->n_params = ob_model_n_params(m);
     r->n_prompt = n_prompt, r->n_gen = n_gen, r->n_depth = depth, r->n_threads = threads, r->n_batch = o->n_batch;
+    r->n_parallel = n_par;
     r->type_kv = o->kv == OB_KV_F32 ? "f32" : o->kv == OB_KV_Q8_0 ? "q8_0" : "f16";
     time_t now = time(NULL);
     struct tm tmv;
@@ -705,7 +714,8 @@ static int run_test(const bench_opts *o, ob_model *m, const char *path, int n_pr
 
     ob_context_params cp = ob_context_default_params();
     cp.n_ctx = depth + n_prompt + n_gen + 1;
-    cp.n_batch = o->n_batch;
+    cp.n_seq_max = n_par;
+    cp.n_batch = o->n_batch > n_par ? o->n_batch : n_par;
     cp.n_threads = threads;
     cp.kv_type = o->kv;
     ob_context *ctx = NULL;
@@ -713,21 +723,21 @@ static int run_test(const bench_opts *o, ob_model *m, const char *path, int n_pr
     if (rc < 0) return rc;
     const int32_t nv = ob_model_n_vocab(m);
     if (o->warmup) {
-        if (n_prompt > 0) rc = feed_prompt(ctx, nv, 0, n_prompt, o->n_batch);
-        if (rc == 0 && n_gen > 0) rc = gen_tokens(ctx, nv, 0, 1);
-        ob_seq_remove(ctx, 0, 0);
+        if (n_prompt > 0) rc = feed_prompt(ctx, nv, n_par, 0, n_prompt, o->n_batch);
+        if (rc == 0 && n_gen > 0) rc = gen_tokens(ctx, nv, n_par, 0, 1);
+        for (int s = 0; s < n_par; s++) ob_seq_remove(ctx, s, 0);
     }
     double sum = 0, sum2 = 0, sum_ns = 0, sum2_ns = 0;
     for (int rep = 0; rc == 0 && rep < o->reps; rep++) {
-        ob_seq_remove(ctx, 0, 0);
-        if (depth > 0) rc = feed_prompt(ctx, nv, 0, depth, o->n_batch);
+        for (int s = 0; s < n_par; s++) ob_seq_remove(ctx, s, 0);
+        if (depth > 0) rc = feed_prompt(ctx, nv, n_par, 0, depth, o->n_batch);
         if (rc < 0) break;
         double t0 = now_s();
-        if (n_prompt > 0) rc = feed_prompt(ctx, nv, depth, n_prompt, o->n_batch);
-        if (rc == 0 && n_gen > 0) rc = gen_tokens(ctx, nv, depth + n_prompt, n_gen);
+        if (n_prompt > 0) rc = feed_prompt(ctx, nv, n_par, depth, n_prompt, o->n_batch);
+        if (rc == 0 && n_gen > 0) rc = gen_tokens(ctx, nv, n_par, depth + n_prompt, n_gen);
         double dt = now_s() - t0;
         if (rc < 0) break;
-        double ts = (double)(n_prompt + n_gen) / dt;
+        double ts = (double)n_par * (n_prompt + n_gen) / dt; /* all sequences' tokens */
         if (r->n_samples < 64) r->samples_ts[r->n_samples++] = ts;
         sum += ts, sum2 += ts * ts, sum_ns += dt * 1e9, sum2_ns += dt * dt * 1e18;
         if (o->progress) fprintf(stderr, "  rep %d: %.2f t/s\n", rep, ts);
@@ -750,6 +760,7 @@ static void test_name(const result *r, char *buf, size_t size) {
         n = snprintf(buf, size, "tg%d", r->n_gen);
     else
         n = snprintf(buf, size, "pp%d+tg%d", r->n_prompt, r->n_gen);
+    if (r->n_parallel > 1 && n > 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, " x%d", r->n_parallel);
     if (r->n_depth > 0 && n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, " @ d%d", r->n_depth);
 }
 
@@ -791,11 +802,11 @@ static void print_fields_json(FILE *f, const result *r, const char *sep) {
             "\"n_threads\": %d,%s\"type_k\": \"%s\",%s\"type_v\": \"%s\",%s\"n_gpu_layers\": 0,%s"
             "\"flash_attn\": true,%s\"use_mmap\": true,%s\"n_prompt\": %d,%s\"n_gen\": %d,%s\"n_depth\": %d,%s"
             "\"test_time\": \"%s\",%s\"avg_ns\": %.0f,%s\"stddev_ns\": %.0f,%s\"avg_ts\": %.6f,%s\"stddev_ts\": %.6f,%s"
-            "\"samples_ts\": [",
+            "\"n_parallel\": %d,%s\"samples_ts\": [",
             sep, (unsigned long long)r->model_size, sep, (unsigned long long)r->n_params, sep, r->n_batch, sep,
             r->n_batch, sep, r->n_threads, sep, r->type_kv, sep, r->type_kv, sep, sep, sep, sep, r->n_prompt, sep,
             r->n_gen, sep, r->n_depth, sep, r->test_time, sep, r->avg_ns, sep, r->stddev_ns, sep, r->avg_ts, sep,
-            r->stddev_ts, sep);
+            r->stddev_ts, sep, r->n_parallel, sep);
     for (int i = 0; i < r->n_samples; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->samples_ts[i]);
     fprintf(f, "]");
 }
@@ -837,6 +848,7 @@ int ob_cmd_bench(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.reps = 5, o.n_batch = 512, o.fmt = "md", o.device = "cpu", o.kv = OB_KV_F16, o.warmup = true;
     o.p[0] = 512, o.n_p = 1, o.g[0] = 128, o.n_g = 1, o.d[0] = 0, o.n_d = 1, o.t[0] = ob_n_cpus(), o.n_t = 1;
+    o.np[0] = 1, o.n_np = 1;
     const char *make = NULL, *type = NULL, *out = NULL, *vocab = NULL;
     bool bw = false, kernels = false, pool = false;
     for (int i = 0; i < argc;) {
@@ -876,6 +888,7 @@ int ob_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) list = o.g, count = &o.n_g;
         else if (!strcmp(a, "-d")) list = o.d, count = &o.n_d;
         else if (!strcmp(a, "-t")) list = o.t, count = &o.n_t;
+        else if (!strcmp(a, "-np")) list = o.np, count = &o.n_np;
         else if (!strcmp(a, "-r")) o.reps = atoi(v);
         else if (!strcmp(a, "-b")) o.n_batch = atoi(v);
         else if (!strcmp(a, "-o")) {
@@ -903,6 +916,8 @@ int ob_cmd_bench(int argc, char **argv) {
     if (pool) return pool_bench(o.t[0]);
     if (o.n_models == 0) return ob_cli_fail(0, "no model (-m FILE)");
     if (o.reps < 1 || o.reps > 64 || o.n_batch < 1) return ob_cli_fail(0, "-r must be 1..64 and -b positive");
+    for (int i = 0; i < o.n_np; i++)
+        if (o.np[i] < 1 || o.np[i] > 4096) return ob_cli_fail(0, "-np %d: expected 1..4096 sequences", o.np[i]);
     const bool md = !strcmp(o.fmt, "md"), csv = !strcmp(o.fmt, "csv"), json = !strcmp(o.fmt, "json"),
                jsonl = !strcmp(o.fmt, "jsonl");
     if (!md && !csv && !json && !jsonl) return ob_cli_fail(0, "-o %s: expected md, csv, json or jsonl", o.fmt);
@@ -922,6 +937,7 @@ int ob_cmd_bench(int argc, char **argv) {
         }
         /* llama-bench's order: for each thread count and depth, the pp tests then the tg tests */
         for (int ti = 0; ti < o.n_t && !status; ti++)
+            for (int pi = 0; pi < o.n_np && !status; pi++)
             for (int di = 0; di < o.n_d && !status; di++)
                 for (int kind = 0; kind < 2 && !status; kind++) {
                     int cnt = kind == 0 ? o.n_p : o.n_g;
@@ -929,7 +945,7 @@ int ob_cmd_bench(int argc, char **argv) {
                         int np = kind == 0 ? o.p[li] : 0, ng = kind == 1 ? o.g[li] : 0;
                         if (np == 0 && ng == 0) continue;
                         result r;
-                        rc = run_test(&o, m, o.models[mi], np, ng, o.d[di], o.t[ti], &r);
+                        rc = run_test(&o, m, o.models[mi], np, ng, o.d[di], o.t[ti], o.np[pi], &r);
                         r.backends = !strncmp(o.device, "cuda", 4) ? "CUDA" : !strcmp(o.device, "auto") ? "auto" : "CPU";
                         if (rc < 0) {
                             status = ob_cli_fail(rc, "bench %s", o.models[mi]);

@@ -835,6 +835,10 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
                 const int j0 = s0 - pos, j1 = e - pos + 1;
                 if (p->softcap > 0.0f)
                     for (int j = j0; j < j1; j++) srow[j] = p->softcap * tanhf(srow[j] / p->softcap);
+                if (p->max_alibi_bias > 0.0f) { /* query head hk * G + m % G; key j at position pos + j */
+                    const float slope = ob_alibi_slope(p->n_head, hk * G + m % G, p->max_alibi_bias);
+                    for (int j = j0; j < j1; j++) srow[j] += slope * (float)(pos + j - tok->pos);
+                }
                 float bmax = srow[j0];
                 for (int j = j0 + 1; j < j1; j++) bmax = srow[j] > bmax ? srow[j] : bmax;
                 float *o = O + (size_t)m * hd;
@@ -1022,6 +1026,7 @@ static inline float act_f(ob_act act, float x) {
     case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
     case OB_ACT_TANH: return tanhf(x);
+    case OB_ACT_RELU: return x > 0 ? x : 0.0f;
     }
     return x;
 }

@@ -65,12 +65,21 @@ typedef struct attn_args {
     size_t row_bytes;
     int block_size, n_head, n_head_kv, hd;
     float scale, softcap;
+    float max_bias;  /* ALiBi: 0 = none (ob_attn_params.max_alibi_bias) */
     const attn_tok *toks;
     const int32_t *tables;
     int splits;
     float *part_acc; /* [n][n_head][splits][hd] */
     float *part_ml;  /* [n][n_head][splits][2] */
 } attn_args;
+
+/* ALiBi slope of head h (as ob_alibi_slope in src/backend/backend.c). */
+static __device__ __forceinline__ float alibi_slope(int n_head, int h, float max_bias) {
+    int p = 1;
+    while (p * 2 <= n_head) p *= 2;
+    if (h < p) return powf(2.0f, -max_bias / (float)p * (float)(h + 1));
+    return powf(2.0f, -max_bias / (float)(2 * p) * (float)(2 * (h - p) + 1));
+}
 
 template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(attn_args a) {
     extern __shared__ float smem[];
@@ -144,6 +153,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
                 for (int d = 0; d < hd; d++) dot = fmaf(qg[d], kp[d], dot);
                 s = dot * a.scale;
                 if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+                if (a.max_bias > 0.0f) s += alibi_slope(a.n_head, hk * G + g, a.max_bias) * (float)(p0 + p - tk.pos);
             }
             sc[i] = s;
         }
@@ -187,6 +197,141 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
                 a.part_ml[part * 2] = mrow[g];
                 a.part_ml[part * 2 + 1] = lrow[g];
             }
+        }
+    }
+}
+
+
+/* EPL consecutive elements e0.. of a K or V row as floats. */
+template <int KT, int EPL> static __device__ __forceinline__ void kv_load(const uint8_t *row, int e0, float *v) {
+    if (KT == OB_TYPE_F16) {
+        const uint16_t *h = (const uint16_t *)row + e0;
+        if (EPL == 2) {
+            const uint32_t u = *(const uint32_t *)h;
+            v[0] = ob_h2f((uint16_t)(u & 0xffffu)), v[1] = ob_h2f((uint16_t)(u >> 16));
+        } else if (EPL == 4) {
+            const uint2 u = *(const uint2 *)h;
+            v[0] = ob_h2f((uint16_t)(u.x & 0xffffu)), v[1] = ob_h2f((uint16_t)(u.x >> 16));
+            v[2] = ob_h2f((uint16_t)(u.y & 0xffffu)), v[3] = ob_h2f((uint16_t)(u.y >> 16));
+        } else {
+            const uint4 u = *(const uint4 *)h;
+            const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[2 * i] = ob_h2f((uint16_t)(w[i] & 0xffffu)), v[2 * i + 1] = ob_h2f((uint16_t)(w[i] >> 16));
+        }
+    } else { /* Q8_0: the EPL (<= 8, dividing 32) elements sit in one 34-byte block, codes 2-byte aligned */
+        const uint8_t *blk = row + (e0 / 32) * 34;
+        const float d = ob_h2f(*(const uint16_t *)blk);
+        const uint16_t *q = (const uint16_t *)(blk + 2 + e0 % 32);
+#pragma unroll
+        for (int i = 0; i < EPL / 2; i++) {
+            const uint32_t u = q[i];
+            v[2 * i] = d * (float)(int8_t)(u & 0xffu), v[2 * i + 1] = d * (float)(int8_t)(u >> 8);
+        }
+    }
+}
+
+/* The vector kernel (head dimension 32 * EPL, at most GT query heads per KV
+ * head, F16 or Q8_0 cache): a block per (token, KV head, split) as
+ * attention_kernel, but each of its 4 warps walks every 4th position of the
+ * range on its own: a lane holds EPL elements of each query head, reads
+ * EPL elements of the position's K and V rows (one load each, a warp reads
+ * a row in one coalesced piece), the scores come from a warp sum, and an
+ * online softmax (running maximum m, sum l, output acc per head) stays in
+ * registers - no shared memory and no barrier until the four warps merge
+ * their (m, l, acc) at the end. Two positions are loaded before either is
+ * used, for loads in flight. */
+#define ATT_VEC_WARPS 4
+template <int KT, int EPL, int GT>
+__global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(attn_args a) {
+    extern __shared__ float smem[];
+    const int t = blockIdx.x, hk = blockIdx.y, sp = blockIdx.z;
+    const int hd = a.hd, G = a.n_head / a.n_head_kv;
+    const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
+    const attn_tok tk = a.toks[t];
+    const int32_t *table = a.tables + tk.table_off;
+    const int len = tk.pos - tk.kv_start + 1;
+    const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
+    const int tps = (tiles + a.splits - 1) / a.splits;
+    const int start = tk.kv_start + sp * tps * ATT_TILE;
+    const int end = min(tk.pos, start + tps * ATT_TILE - 1);
+    const int e0 = hk * hd + lane * EPL; /* this lane's elements of the K/V row */
+
+    float q[GT][EPL], acc[GT][EPL], m[GT], l[GT], slope[GT];
+#pragma unroll
+    for (int g = 0; g < GT; g++) {
+        m[g] = -INFINITY, l[g] = 0.0f;
+        slope[g] = a.max_bias > 0.0f && g < G ? alibi_slope(a.n_head, hk * G + g, a.max_bias) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            q[g][i] = g < G ? a.q[(int64_t)t * a.ldq + (int64_t)(hk * G + g) * hd + lane * EPL + i] : 0.0f;
+            acc[g][i] = 0.0f;
+        }
+    }
+    auto step = [&](int p, const float *kr, const float *vr) {
+#pragma unroll
+        for (int g = 0; g < GT; g++) {
+            if (g >= G) break;
+            float d = 0.0f;
+#pragma unroll
+            for (int i = 0; i < EPL; i++) d = fmaf(q[g][i], kr[i], d);
+            float sc = warp_sum(d) * a.scale;
+            if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+            sc += slope[g] * (float)(p - tk.pos);
+            const float mn = fmaxf(m[g], sc), cr = expf(m[g] - mn), e = expf(sc - mn);
+            l[g] = l[g] * cr + e;
+#pragma unroll
+            for (int i = 0; i < EPL; i++) acc[g][i] = fmaf(e, vr[i], acc[g][i] * cr);
+            m[g] = mn;
+        }
+    };
+    int p = start + warp;
+    for (; p + ATT_VEC_WARPS <= end; p += 2 * ATT_VEC_WARPS) {
+        const int p1 = p + ATT_VEC_WARPS;
+        const size_t o0 = (size_t)(table[p / a.block_size] * a.block_size + p % a.block_size) * a.row_bytes;
+        const size_t o1 = (size_t)(table[p1 / a.block_size] * a.block_size + p1 % a.block_size) * a.row_bytes;
+        float k0[EPL], v0[EPL], k1[EPL], v1[EPL];
+        kv_load<KT, EPL>(a.kpool + o0, e0, k0);
+        kv_load<KT, EPL>(a.vpool + o0, e0, v0);
+        kv_load<KT, EPL>(a.kpool + o1, e0, k1);
+        kv_load<KT, EPL>(a.vpool + o1, e0, v1);
+        step(p, k0, v0);
+        step(p1, k1, v1);
+    }
+    if (p <= end) {
+        const size_t o0 = (size_t)(table[p / a.block_size] * a.block_size + p % a.block_size) * a.row_bytes;
+        float k0[EPL], v0[EPL];
+        kv_load<KT, EPL>(a.kpool + o0, e0, k0);
+        kv_load<KT, EPL>(a.vpool + o0, e0, v0);
+        step(p, k0, v0);
+    }
+
+    /* merge the warps: smem [warp][g] m and l, then [warp][g][hd] acc */
+    float *sm = smem, *sl = sm + ATT_VEC_WARPS * GT, *sa = sl + ATT_VEC_WARPS * GT;
+#pragma unroll
+    for (int g = 0; g < GT; g++) {
+        if (lane == 0) sm[warp * GT + g] = m[g], sl[warp * GT + g] = l[g];
+#pragma unroll
+        for (int i = 0; i < EPL; i++) sa[(warp * GT + g) * hd + lane * EPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * hd; i += ATT_VEC_WARPS * OB_WARP) {
+        const int g = i / hd, d = i % hd;
+        float M = -INFINITY;
+        for (int w = 0; w < ATT_VEC_WARPS; w++) M = fmaxf(M, sm[w * GT + g]);
+        float L = 0.0f, o = 0.0f;
+        if (M != -INFINITY)
+            for (int w = 0; w < ATT_VEC_WARPS; w++) {
+                const float f = expf(sm[w * GT + g] - M); /* 0 for a warp that saw no position */
+                L += sl[w * GT + g] * f;
+                o += sa[(w * GT + g) * hd + d] * f;
+            }
+        if (a.splits == 1) {
+            a.out[(int64_t)t * a.ldo + (int64_t)(hk * G + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
+        } else {
+            const int64_t part = ((int64_t)t * a.n_head + hk * G + g) * a.splits + sp;
+            a.part_acc[part * hd + d] = o;
+            if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
         }
     }
 }
@@ -330,6 +475,21 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: %d query heads per KV head of dimension %d need %zu bytes of "
                            "shared memory (the device has %zu)", G, hd, smem, c->smem_optin);
     const dim3 grid((unsigned)n, (unsigned)p->n_head_kv, (unsigned)splits);
+    a.max_bias = p->max_alibi_bias;
+    /* the vector kernel: F16/Q8_0 cache, head dimension 64/128/256, up to 8 query heads per KV head */
+    const int epl = hd / OB_WARP;
+    if (c->attn_vec && kti != 0 && hd % OB_WARP == 0 && (epl == 2 || epl == 4 || epl == 8) && G <= 8) {
+        const int GT = G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8;
+        const size_t vsmem = sizeof(float) * ((size_t)2 * ATT_VEC_WARPS * GT + (size_t)ATT_VEC_WARPS * GT * hd);
+#define OB_VEC(KT, E, GTV) \
+    if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) \
+        OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a));
+#define OB_VEC_G(KT, E) OB_VEC(KT, E, 1) OB_VEC(KT, E, 2) OB_VEC(KT, E, 4) OB_VEC(KT, E, 8)
+        OB_VEC_G(OB_TYPE_F16, 2) OB_VEC_G(OB_TYPE_F16, 4) OB_VEC_G(OB_TYPE_F16, 8)
+        OB_VEC_G(OB_TYPE_Q8_0, 2) OB_VEC_G(OB_TYPE_Q8_0, 4) OB_VEC_G(OB_TYPE_Q8_0, 8)
+#undef OB_VEC_G
+#undef OB_VEC
+    } else {
     switch (kti) {
 #define OB_ATT_LAUNCH(KT)                                                                                 \
     if (smem > 48 * 1024 && smem > c->attn_smem_set[kti]) {                                              \
@@ -341,6 +501,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     case 1: OB_ATT_LAUNCH(OB_TYPE_F16) break;
     default: OB_ATT_LAUNCH(OB_TYPE_Q8_0) break;
 #undef OB_ATT_LAUNCH
+    }
     }
     if (splits > 1) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;

@@ -65,6 +65,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int prof_collect(cuda_backend *c); /* OB_CUDA_PROF, below */
+
 int cuda_enter(cuda_backend *c) {
     c->n_ops++;
     OB_CU(cudaSetDevice(c->device));
@@ -323,6 +325,7 @@ int cuda_drain(cuda_backend *c) {
     const double t0 = c->stats ? now_s() : 0.0;
     OB_CU(cudaStreamSynchronize(c->stream));
     if (c->stats) c->wait_s += now_s() - t0, c->n_drains++;
+    if (c->prof) OB_TRY(prof_collect(c));
     stage_reset(c);
     return 0;
 }
@@ -442,7 +445,9 @@ static int cuda_download(ob_backend *b, void *dst, const void *src, size_t n) {
      * it: that wait counts as waiting for the GPU too */
     OB_TRY(cuda_flush(c));
     const double t0 = c->stats ? now_s() : 0.0;
+    if (c->prof) cuda_prof_begin(c);
     OB_CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream));
+    if (c->prof) OB_TRY(cuda_prof_end(c, "download", "download (device to host)"));
     if (c->stats) c->wait_s += now_s() - t0;
     return cuda_drain(c);
 }
@@ -482,9 +487,96 @@ static int cuda_sync_op(ob_backend *b) {
     return cuda_drain(c);
 }
 
+/* ---- OB_CUDA_PROF ---- */
+
+#define OB_PROF_PENDING 1024
+
+typedef struct cuda_prof_entry {
+    const void *key;
+    const char *name;
+    unsigned long long count;
+    double ms;
+} cuda_prof_entry;
+
+typedef struct cuda_prof_pending {
+    const void *key;
+    const char *name;
+} cuda_prof_pending;
+
+static void prof_add(cuda_backend *c, const void *key, const char *name, float ms) {
+    int i = 0;
+    while (i < c->prof_n && c->prof_tab[i].key != key) i++;
+    if (i == c->prof_n) {
+        if (c->prof_n == c->prof_cap) {
+            const int cap = c->prof_cap ? 2 * c->prof_cap : 64;
+            cuda_prof_entry *t = (cuda_prof_entry *)realloc(c->prof_tab, (size_t)cap * sizeof *t);
+            if (!t) return; /* a row lost is not an error of the op */
+            c->prof_tab = t, c->prof_cap = cap;
+        }
+        const char *nm = name;
+        if (!nm && cudaFuncGetName(&nm, key) != cudaSuccess) nm = "?";
+        c->prof_tab[c->prof_n++] = cuda_prof_entry{key, nm, 0, 0.0};
+    }
+    c->prof_tab[i].count++;
+    c->prof_tab[i].ms += ms;
+}
+
+/* Wait for the pending pieces' end events and add their times. */
+static int prof_collect(cuda_backend *c) {
+    if (c->prof_np == 0) return 0;
+    OB_CU(cudaEventSynchronize((cudaEvent_t)c->prof_ev[2 * c->prof_np - 1]));
+    for (int i = 0; i < c->prof_np; i++) {
+        float ms = 0;
+        OB_CU(cudaEventElapsedTime(&ms, (cudaEvent_t)c->prof_ev[2 * i], (cudaEvent_t)c->prof_ev[2 * i + 1]));
+        prof_add(c, c->prof_pend[i].key, c->prof_pend[i].name, ms);
+    }
+    c->prof_np = 0;
+    return 0;
+}
+
+void cuda_prof_begin(cuda_backend *c) {
+    if (c->prof_np == OB_PROF_PENDING && prof_collect(c) < 0) c->prof_np = 0;
+    cudaEventRecord((cudaEvent_t)c->prof_ev[2 * c->prof_np], c->stream);
+}
+
+int cuda_prof_end(cuda_backend *c, const void *key, const char *name) {
+    OB_CU(cudaEventRecord((cudaEvent_t)c->prof_ev[2 * c->prof_np + 1], c->stream));
+    c->prof_pend[c->prof_np].key = key;
+    c->prof_pend[c->prof_np].name = name;
+    c->prof_np++;
+    return 0;
+}
+
+static int prof_cmp(const void *x, const void *y) {
+    const double a = ((const cuda_prof_entry *)x)->ms, b = ((const cuda_prof_entry *)y)->ms;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static void prof_print(cuda_backend *c) {
+    cudaStreamSynchronize(c->stream);
+    prof_collect(c);
+    qsort(c->prof_tab, (size_t)c->prof_n, sizeof *c->prof_tab, prof_cmp);
+    double total = 0;
+    for (int i = 0; i < c->prof_n; i++) total += c->prof_tab[i].ms;
+    fprintf(stderr, "CUDA profile (OB_CUDA_PROF): %.3f ms of GPU work in %d kinds\n", total, c->prof_n);
+    fprintf(stderr, "  %10s %6s %10s %10s  %s\n", "ms", "%", "calls", "us/call", "kernel");
+    for (int i = 0; i < c->prof_n; i++) {
+        const cuda_prof_entry *e = &c->prof_tab[i];
+        fprintf(stderr, "  %10.3f %6.2f %10llu %10.2f  %.150s\n", e->ms, total > 0 ? 100.0 * e->ms / total : 0.0,
+                e->count, 1e3 * e->ms / (double)e->count, e->name);
+    }
+}
+
 static void cuda_free_backend(ob_backend *b) {
     cuda_backend *c = cuda_of(b);
     if (!c) return;
+    if (c->prof) prof_print(c);
+    free(c->prof_tab);
+    free(c->prof_pend);
+    if (c->prof_ev)
+        for (int i = 0; i < 2 * OB_PROF_PENDING; i++)
+            if (c->prof_ev[i]) cudaEventDestroy((cudaEvent_t)c->prof_ev[i]);
+    free(c->prof_ev);
     if (c->stats) {
         char msg[256];
         snprintf(msg, sizeof msg,
@@ -506,6 +598,7 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
     if (c->act16_scratch) cudaFree(c->act16_scratch);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
+    if (c->mmq_scratch) cudaFree(c->mmq_scratch);
     if (c->attn_scratch) cudaFree(c->attn_scratch);
     if (c->luts) cudaFree(c->luts);
     if (c->stage_h) cudaFreeHost(c->stage_h);
@@ -580,6 +673,19 @@ static int backend_init(cuda_backend *c) {
     c->mmvq_r = getenv("OB_CUDA_MMVQ_R") ? atoi(getenv("OB_CUDA_MMVQ_R")) : 2;
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
+    {
+        int major = 0;
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+        c->mmq = major >= 8 && !(getenv("OB_CUDA_MMQ") && atoi(getenv("OB_CUDA_MMQ")) == 0);
+#ifdef __HIP_PLATFORM_AMD__
+        c->mmq = false; /* the tensor-core instructions are NVIDIA's */
+#endif
+        c->mmq_max = getenv("OB_CUDA_MMQ_MAX") ? atoi(getenv("OB_CUDA_MMQ_MAX")) : 64;
+        c->mmq_blocks = getenv("OB_CUDA_MMQ_BLOCKS") ? atoi(getenv("OB_CUDA_MMQ_BLOCKS")) : 4;
+        c->mmq_split = getenv("OB_CUDA_MMQ_SPLIT") ? atoi(getenv("OB_CUDA_MMQ_SPLIT")) : 0;
+        if (c->mmq_blocks < 1) c->mmq_blocks = 4;
+    }
+    c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     {
         int dev_major = 0;
@@ -587,6 +693,14 @@ static int backend_init(cuda_backend *c) {
         c->pdl = dev_major >= 9 && !(getenv("OB_CUDA_PDL") && atoi(getenv("OB_CUDA_PDL")) == 0);
     }
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
+    c->prof = getenv("OB_CUDA_PROF") && atoi(getenv("OB_CUDA_PROF")) > 0;
+    if (c->prof) {
+        c->graphs = false; /* each launch timed on its own */
+        c->prof_ev = (void **)calloc(2 * OB_PROF_PENDING, sizeof(void *));
+        c->prof_pend = (cuda_prof_pending *)calloc(OB_PROF_PENDING, sizeof(cuda_prof_pending));
+        if (!c->prof_ev || !c->prof_pend) return ob_cuda_err(OB_ERR_OOM, "OB_CUDA_PROF");
+        for (int i = 0; i < 2 * OB_PROF_PENDING; i++) OB_CU(cudaEventCreate((cudaEvent_t *)&c->prof_ev[i]));
+    }
     c->slots = (cuda_graph_slot *)calloc(CUDA_GRAPH_SLOTS, sizeof(cuda_graph_slot));
     if (!c->slots) return ob_cuda_err(OB_ERR_OOM, "CUDA backend");
     const char *env = getenv("OB_CUDA_MMV_MAX");

@@ -139,7 +139,17 @@ typedef struct cuda_backend {
     int mmv_max;                /* batches up to this go through the matrix-vector kernels */
     int mmvq_u, mmvq_r, mmvq_want; /* tuning of the integer kernel (mmvq.cu): chunks in flight, rows a warp, warps wanted per SM */
     bool mmvq;                  /* integer kernels for the types mmvq.cuh has (OB_CUDA_MMVQ=0: off) */
+    /* int8 tensor-core products for batches (mmq.cu): on when the device has
+     * them (sm_80+) unless OB_CUDA_MMQ=0; batches of 9..mmq_max tokens
+     * (OB_CUDA_MMQ_MAX); steps split over blocks until the grid has about
+     * mmq_blocks blocks per SM (OB_CUDA_MMQ_BLOCKS), or mmq_split ways when
+     * OB_CUDA_MMQ_SPLIT is set; partial sums in mmq_scratch. */
+    bool mmq;
+    int mmq_max, mmq_blocks, mmq_split;
+    void *mmq_scratch;
+    size_t mmq_scratch_bytes;
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
+    bool attn_vec;              /* the vector attention kernel where it applies (OB_CUDA_ATTN_VEC=0: off) */
 
     /* CUDA graphs (OB_CUDA_GRAPHS=0: off). A forward pass of a small batch
      * is recorded from its first op (get_rows) to the next point where the
@@ -164,6 +174,18 @@ typedef struct cuda_backend {
     bool pdl;                   /* programmatic edges in front of decode products (OB_CUDA_PDL=0: off) */
     bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
     cuda_pending_rope last_rope;
+    /* OB_CUDA_PROF=1: every kernel, cuBLAS product and download between a
+     * pair of events (graphs off), read back at the next drain (the stream
+     * is never stopped for it, so the GPU keeps its clocks), summed per
+     * kernel and printed as a table when the backend is freed. The sums show
+     * where a step's GPU time goes and, against the wall time, how much of
+     * it is the host's. */
+    bool prof;
+    void **prof_ev;             /* cudaEvent_t [2 * OB_PROF_PENDING]: start and end of each pending piece */
+    struct cuda_prof_pending *prof_pend; /* [OB_PROF_PENDING] what each pair timed */
+    int prof_np;
+    struct cuda_prof_entry *prof_tab;
+    int prof_n, prof_cap;
 } cuda_backend;
 
 static inline cuda_backend *cuda_of(ob_backend *b) { return (cuda_backend *)b; }
@@ -191,6 +213,11 @@ template <class T> struct ob_ident {
     typedef T type;
 };
 
+/* OB_CUDA_PROF: mark the start of a timed piece of work, then wait for its
+ * end and add its time to `key`'s row (named by the kernel behind key, or
+ * by `name` when given). */
+void cuda_prof_begin(cuda_backend *c);
+int cuda_prof_end(cuda_backend *c, const void *key, const char *name);
 /* Launch kernel k (or record it while a graph is being recorded). The
  * arguments convert to the kernel's parameter types first, so a recorded
  * launch keeps exactly the bytes the kernel would get. */
@@ -203,8 +230,10 @@ static inline int cuda_launch(cuda_backend *c, void (*k)(P...), dim3 grid, dim3 
         return cuda_rec_kernel(c, (const void *)k, grid, block, smem, (int)sizeof...(P), args, sizes, aligns);
     }
     c->rec_pdl = false;
+    if (c->prof) cuda_prof_begin(c);
     k<<<grid, block, smem, c->stream>>>(a...);
     OB_CU(cudaGetLastError());
+    if (c->prof) return cuda_prof_end(c, (const void *)k, NULL);
     return 0;
 }
 /* Grow a device scratch buffer to at least n bytes (drains first when it must move). */

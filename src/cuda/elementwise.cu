@@ -308,6 +308,7 @@ static __device__ __forceinline__ float act_f(int act, float x) {
     case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
     case OB_ACT_TANH: return tanhf(x);
+    case OB_ACT_RELU: return x > 0 ? x : 0.0f;
     }
     return x;
 }

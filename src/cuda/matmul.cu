@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "matmul.cuh"
+#include "mmq.cuh"
 #include "quant.cuh"
 
 /* Rows dequantized per cuBLAS call are capped so the float scratch stays at
@@ -178,6 +179,14 @@ __global__ void add_bias_kernel(float *__restrict__ out, int64_t ldo, int64_t no
         out[(i / nout) * ldo + i % nout] += bias[i % nout];
 }
 
+/* A cuBLAS call, timed under OB_CUDA_PROF. */
+#define OB_GEMM(c, ...)                                                                   \
+    do {                                                                                  \
+        if ((c)->prof) cuda_prof_begin(c);                                                \
+        OB_CUBLAS(__VA_ARGS__);                                                           \
+        if ((c)->prof) OB_TRY(cuda_prof_end((c), "cublasGemmEx", "cublasGemmEx (16-bit or float tensor cores)")); \
+    } while (0)
+
 /* out[n][nout] = x[n][nin] * W^T through cuBLAS: column-major, W is an
  * nin x nout matrix (lda = its row length), so C = op(A)^T B with A = W. */
 static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias,
@@ -190,7 +199,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
     const float one = 1.0f, zero = 0.0f;
     if (w->type == OB_TYPE_F32 && w->nb[1] % sizeof(float) == 0) {
         /* F32 weights: plain FP32 (no TF32), the most exact path */
-        OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
+        OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
                                CUDA_R_32F, (int)(w->nb[1] / sizeof(float)), x->data, CUDA_R_32F, (int)ldb, &zero,
                                out->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else if (c->gemm16) {
@@ -209,7 +218,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
             OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0,
                                (const float *)x->data, ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
         if (direct) {
-            OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
+            OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
                                    dt, (int)(w->nb[1] / 2), c->act16_scratch, dt, (int)nin, &zero, out->data,
                                    CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         } else {
@@ -221,7 +230,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
             for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
                 const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
                 OB_TRY(dequant_rows(c, w, r0, rows, scr));
-                OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
+                OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
                                        CUDA_R_16BF, (int)nin, c->act16_scratch, CUDA_R_16BF, (int)nin, &zero,
                                        (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
                                        CUBLAS_GEMM_DEFAULT));
@@ -237,7 +246,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
             const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
             OB_TRY(dequant_rows(c, w, r0, rows, scr));
-            OB_CUBLAS(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
+            OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
                                    CUDA_R_32F, (int)nin, x->data, CUDA_R_32F, (int)ldb, &zero,
                                    (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
                                    CUBLAS_GEMM_DEFAULT));
@@ -275,7 +284,7 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     if (n <= 0 || nout <= 0) return 0;
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
-    if (cuda_mmvq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
+    if (cuda_mmvq_usable(c, w, n) || cuda_mmq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
     /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
     const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;
     const bool use_mmv = nin % 8 == 0 && aligned && n <= c->mmv_max && !(w->type == OB_TYPE_F32 && n > 8);

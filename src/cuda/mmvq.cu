@@ -14,6 +14,7 @@
  */
 #include "hopper.cuh"
 #include "matmul.cuh"
+#include "mmq.cuh"
 #include "mmvq.cuh"
 
 #define MMVQ_WARPS 4
@@ -232,6 +233,14 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     cuda_q8_made(c, x->data, n, nin);
     const int64_t ldo = (int64_t)(out->nb[1] / sizeof(float));
     const float *bd = bias ? (const float *)bias->data : NULL;
+    if (cuda_mmq_usable(c, w, n)) {
+        q8_act a;
+        a.qx = qx;
+        a.dx = dx;
+        a.ldq = nin;
+        a.ldd = 2 * nb;
+        return cuda_mmq_matmul(c, w, a, n, bd, (float *)out->data, ldo);
+    }
     if (n > 8 && n <= MMVQ_BATCH_MAX) {
         q8_act a;
         a.qx = qx;

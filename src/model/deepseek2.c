@@ -485,7 +485,7 @@ static int ds_attention(ob_model_impl *m, ob_backend *b, const ob_forward_args *
     ob_tensor tqf, tatt;
     ob_tensor_f32_2d(&tqf, H * K, n, qf);
     ob_tensor_f32_2d(&tatt, H * K, n, att);
-    ob_attn_params ap = {(int)H, 1, (int)K, hp->attn_scale, 0.0f};
+    ob_attn_params ap = {(int)H, 1, (int)K, hp->attn_scale, 0.0f, 0.0f};
     OB_TRY(op->attention(b, a->kv, il, &tqf, a->attn, &ap, &tatt));
 
     /* values: v_b_h over the first R outputs of each head */

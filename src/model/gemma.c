@@ -161,7 +161,7 @@ static int gemma_forward(ob_model_impl *m, const ob_forward_args *a) {
         if (!local) return ob_err(OB_ERR_OOM, "window tokens");
         ob_model_window_tokens(a->attn, n, hp->swa_window, local);
     }
-    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, hp->attn_softcap};
+    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, hp->attn_softcap, 0.0f};
 
     int rc = op->get_rows(b, &m->tok_embd, a->tokens, n, &x);
     if (rc == 0) rc = op->scale(b, &x, sqrtf((float)E), &x);

@@ -186,7 +186,7 @@ static int gl_forward(ob_model_impl *m, const ob_forward_args *a) {
     ob_tensor_f32_2d(&gate, F, n, w), w += n * F;
     ob_tensor_f32_2d(&up, F, n, w);
     ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, 1.0f / sqrtf((float)hp->head_dim),
-                         0.0f};
+                         0.0f, 0.0f};
 
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     if (m->pos_embd.data) {

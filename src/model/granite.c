@@ -84,7 +84,7 @@ static int granite_forward(ob_model_impl *m, const ob_forward_args *a) {
     ob_tensor_f32_2d(&att, Q, n, w), w += n * Q;
     ob_tensor_f32_2d(&gate, F, n, w), w += n * F;
     ob_tensor_f32_2d(&up, F, n, w);
-    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, 0.0f};
+    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, 0.0f, 0.0f};
 
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     if (hp->embd_scale != 1.0f) OB_TRY(op->scale(b, &x, hp->embd_scale, &x));

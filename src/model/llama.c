@@ -136,7 +136,7 @@ static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
     ob_tensor_f32_2d(&gate, F, n, w), w += n * F;
     ob_tensor_f32_2d(&up, F, n, w);
 
-    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, 1.0f / sqrtf((float)hp->head_dim), 0.0f};
+    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, 1.0f / sqrtf((float)hp->head_dim), 0.0f, 0.0f};
 
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     for (int64_t il = 0; il < hp->n_layer; il++) {

@@ -322,7 +322,7 @@ static int moe_forward(ob_model_impl *m, const ob_forward_args *a) {
     r.tok = r.start + NE + 1;
     r.sel = r.tok + n * K;
 
-    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, 0.0f};
+    ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, hp->attn_scale, 0.0f, 0.0f};
     int rc = op->get_rows(b, &m->tok_embd, a->tokens, n, &x);
     if (rc == 0 && hp->embd_scale != 1.0f) rc = op->scale(b, &x, hp->embd_scale, &x);
     for (int64_t il = 0; il < hp->n_layer && rc == 0; il++) {

@@ -1,0 +1,458 @@
+/*
+ * mmq.cu - quantized weights times a batch of tokens on int8 tensor cores
+ * (mma.sync m16n8k32 / m16n8k16, sm_80 and later): the product for batches
+ * of 9 tokens and up, where the decode kernels (mmvq.cu) run out of steam.
+ *
+ * Why: a batch of 64 tokens through the decode kernels costs every weight
+ * chunk 64 dot products on the CUDA cores and 64 reads of its activations;
+ * on the 8B model a 64-token step took 60 ms in them (OB_CUDA_PROF), where
+ * reading the weights once takes under 2 ms. Tensor cores do the 64 dot
+ * products of a 32-element piece in a few instructions.
+ *
+ * The product splits into 32-element pieces that share one weight scale
+ * (16 for Q6_K, whose sub-blocks are 16 long): per piece,
+ *
+ *     sum_i w_i x_i = dw * dx * sum_i qw_i qx_i + mw * sx
+ *
+ * with qw the weight's integer codes (as int8), dw its scale, mw its offset
+ * term (Q4_K/Q5_K: -dmin * m; Q4_0: -8 d; else 0), and qx, dx, sx the q8
+ * activations of mmvq.cuh (bytes, scale, scale times the bytes' sum). The
+ * integer sum is one tensor-core product per 16 x 8 tile of (rows, tokens);
+ * the scales are applied in float after it, so the result is the same sum
+ * as the CPU's q8 path up to float rounding.
+ *
+ * Tiling: a block of 8 warps owns 32 weight rows and BN (32 or 64) tokens
+ * and walks the row's 256-element steps. Per step every thread decodes one
+ * 32-element piece of one row into shared memory (int8 codes and scales)
+ * while the activation bytes of the step are copied beside them; then each
+ * warp multiplies its 16 rows by its BN / 4 tokens. The raw bytes of the
+ * next step are loaded into registers before the current step is computed,
+ * so two steps are in flight. When rows are few, the 256-element steps are
+ * split over S blocks (grid z) that write partial sums; a second kernel adds
+ * them in a fixed order (no atomics: the same input gives the same bits).
+ *
+ * Types: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K with rows a multiple of 256 long;
+ * others go through the dequantize-and-cuBLAS route. The tensor-core
+ * instructions are NVIDIA's (PTX); a HIP build compiles the kernel without
+ * them and the host never picks this path there (cuda_mmq_usable).
+ */
+#include "hopper.cuh"
+#include "matmul.cuh"
+#include "mmq.cuh"
+#include "mmvq.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
+#define OB_HAVE_IMMA 1
+#endif
+
+#define MMQ_BM 32          /* weight rows per block */
+#define MMQ_BK 256         /* elements per step */
+#define MMQ_LDS (MMQ_BK + 16) /* bytes per shared row: 68 words, so fragment loads hit 32 banks */
+#define MMQ_THREADS 256
+
+/* ---- the integer products ---- */
+
+static __device__ __forceinline__ void imma_k32(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1) {
+#ifdef OB_HAVE_IMMA
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+#else
+    c[0] = c[1] = c[2] = c[3] = 0;
+#endif
+}
+
+static __device__ __forceinline__ void imma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+#ifdef OB_HAVE_IMMA
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+#else
+    c[0] = c[1] = c[2] = c[3] = 0;
+#endif
+}
+
+/* ---- weight pieces: raw bytes (load) and their int8 codes and scales (decode) ----
+ *
+ * piece p (0..7) of step kb of a row: elements 256 kb + 32 p .. + 31. load()
+ * issues the global reads only; decode() turns them into 8 words of int8
+ * codes (element order), the piece's scale(s) dw and its offset factor mw. */
+template <int T> struct mmq_w;
+
+/* k4_scale_min (quant.cuh) on the 12 scale bytes held in three words, with
+ * a run-time sub-block index that stays in registers. */
+static __device__ __forceinline__ void k4_scale_min_words(uint32_t w0, uint32_t w1, uint32_t w2, int p, int &sc,
+                                                          int &mn) {
+    const uint64_t lo = (uint64_t)w1 << 32 | w0; /* bytes 0..7 */
+    if (p < 4) {
+        sc = (int)(lo >> (8 * p)) & 63;
+        mn = (int)(lo >> (8 * (p + 4))) & 63;
+    } else {
+        const int b4 = (int)(w2 >> (8 * (p - 4))) & 0xff; /* byte p + 4 */
+        sc = (b4 & 0x0f) | (((int)(lo >> (8 * (p - 4))) & 0xff) >> 6) << 4;
+        mn = (b4 >> 4) | (((int)(lo >> (8 * p)) & 0xff) >> 6) << 4;
+    }
+}
+
+template <> struct mmq_w<OB_TYPE_Q4_K> {
+    static constexpr int SUB = 32;
+    struct raw {
+        uint4 head, c0, c1; /* d, dmin, 12 scale bytes; the 32 code bytes of the piece's pair */
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
+        const uint8_t *b = row + (size_t)kb * 144;
+        r.head = *(const uint4 *)b;
+        r.c0 = *(const uint4 *)(b + 16 + 32 * (p / 2));
+        r.c1 = *(const uint4 *)(b + 32 + 32 * (p / 2));
+    }
+    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
+        const uint32_t w[8] = {r.c0.x, r.c0.y, r.c0.z, r.c0.w, r.c1.x, r.c1.y, r.c1.z, r.c1.w};
+        const int sh = 4 * (p & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = (w[i] >> sh) & 0x0F0F0F0Fu;
+        int sc, mn;
+        k4_scale_min_words(r.head.y, r.head.z, r.head.w, p, sc, mn);
+        const float d = ob_h2f((uint16_t)(r.head.x & 0xffffu)), dmin = ob_h2f((uint16_t)(r.head.x >> 16));
+        dw[0] = dw[1] = d * (float)sc;
+        mw = -dmin * (float)mn;
+    }
+};
+
+template <> struct mmq_w<OB_TYPE_Q5_K> {
+    static constexpr int SUB = 32;
+    struct raw {
+        uint4 head, h0, h1, c0, c1; /* d, dmin, scales; the 32 high-bit bytes; the pair's 32 code bytes */
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
+        const uint8_t *b = row + (size_t)kb * 176;
+        r.head = *(const uint4 *)b;
+        r.h0 = *(const uint4 *)(b + 16);
+        r.h1 = *(const uint4 *)(b + 32);
+        r.c0 = *(const uint4 *)(b + 48 + 32 * (p / 2));
+        r.c1 = *(const uint4 *)(b + 64 + 32 * (p / 2));
+    }
+    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
+        const uint32_t w[8] = {r.c0.x, r.c0.y, r.c0.z, r.c0.w, r.c1.x, r.c1.y, r.c1.z, r.c1.w};
+        const uint32_t h[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
+        const int sh = 4 * (p & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = ((w[i] >> sh) & 0x0F0F0F0Fu) | (((h[i] >> p) & 0x01010101u) << 4);
+        int sc, mn;
+        k4_scale_min_words(r.head.y, r.head.z, r.head.w, p, sc, mn);
+        const float d = ob_h2f((uint16_t)(r.head.x & 0xffffu)), dmin = ob_h2f((uint16_t)(r.head.x >> 16));
+        dw[0] = dw[1] = d * (float)sc;
+        mw = -dmin * (float)mn;
+    }
+};
+
+/* Q6_K (210 bytes, 2-byte aligned): ql[128], qh[64], scales[16], d. Piece p:
+ * h = p / 4, k = p % 4; low nibble from ql[64 h + 32 (k & 1) + l] >> 4 (k >> 1),
+ * two high bits from qh[32 h + l] >> 2 k; the code minus 32 is the signed
+ * value. Two 16-element sub-blocks: two scales. */
+template <> struct mmq_w<OB_TYPE_Q6_K> {
+    static constexpr int SUB = 16;
+    struct raw {
+        uint32_t l[8], h[8];
+        uint32_t sc; /* scales[2p], scales[2p + 1] */
+        uint32_t d;
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
+        const uint8_t *b = row + (size_t)kb * 210;
+        const int h = p / 4, k = p % 4;
+        const uint16_t *pl = (const uint16_t *)(b + 64 * h + 32 * (k & 1)), *ph = (const uint16_t *)(b + 128 + 32 * h);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            r.l[i] = (uint32_t)pl[2 * i] | (uint32_t)pl[2 * i + 1] << 16;
+            r.h[i] = (uint32_t)ph[2 * i] | (uint32_t)ph[2 * i + 1] << 16;
+        }
+        r.sc = *(const uint16_t *)(b + 192 + 2 * p);
+        r.d = *(const uint16_t *)(b + 208);
+    }
+    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
+        const int k = p % 4, sl = 4 * (k >> 1), sh = 2 * k;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            q[i] = ob_vsub4(((r.l[i] >> sl) & 0x0F0F0F0Fu) | (((r.h[i] >> sh) & 0x03030303u) << 4), 0x20202020u);
+        const float d = ob_h2f((uint16_t)r.d);
+        dw[0] = d * (float)(int8_t)(r.sc & 0xffu);
+        dw[1] = d * (float)(int8_t)(r.sc >> 8);
+        mw = 0.0f;
+    }
+};
+
+/* Q4_0 (18 bytes, 2-byte aligned): the piece is block 8 kb + p; low nibbles
+ * are elements 0..15, high nibbles 16..31, value q - 8. */
+template <> struct mmq_w<OB_TYPE_Q4_0> {
+    static constexpr int SUB = 32;
+    struct raw {
+        uint32_t c[4];
+        uint32_t d;
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
+        const uint16_t *b = (const uint16_t *)(row + (size_t)(8 * kb + p) * 18);
+        r.d = b[0];
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.c[i] = (uint32_t)b[1 + 2 * i] | (uint32_t)b[2 + 2 * i] << 16;
+    }
+    static __device__ __forceinline__ void decode(const raw &r, int, uint32_t q[8], float dw[2], float &mw) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = r.c[i] & 0x0F0F0F0Fu, q[4 + i] = (r.c[i] >> 4) & 0x0F0F0F0Fu;
+        const float d = ob_h2f((uint16_t)r.d);
+        dw[0] = dw[1] = d;
+        mw = -8.0f * d;
+    }
+};
+
+/* Q8_0 (34 bytes, 2-byte aligned): block 8 kb + p, 32 signed bytes. */
+template <> struct mmq_w<OB_TYPE_Q8_0> {
+    static constexpr int SUB = 32;
+    struct raw {
+        uint32_t c[8];
+        uint32_t d;
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
+        const uint16_t *b = (const uint16_t *)(row + (size_t)(8 * kb + p) * 34);
+        r.d = b[0];
+#pragma unroll
+        for (int i = 0; i < 8; i++) r.c[i] = (uint32_t)b[1 + 2 * i] | (uint32_t)b[2 + 2 * i] << 16;
+    }
+    static __device__ __forceinline__ void decode(const raw &r, int, uint32_t q[8], float dw[2], float &mw) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = r.c[i];
+        dw[0] = dw[1] = ob_h2f((uint16_t)r.d);
+        mw = 0.0f;
+    }
+};
+
+/* ---- the kernel ---- */
+
+template <int BN> struct mmq_smem {
+    int8_t w[MMQ_BM][MMQ_LDS];
+    int8_t x[BN][MMQ_LDS];
+    float wd[MMQ_BM][16]; /* scale per 16 elements */
+    float wm[MMQ_BM][8];  /* offset factor per 32 */
+    float2 xd[BN][8];     /* activation scale and scaled sum per 32 */
+};
+
+/* out[t][r] (S == 1) or part[z][t][r] = the block's share of sum_k w[r][k] x[t][k].
+ * Grid: (row blocks, token blocks, S); steps kb0 .. kb1 of the row for split z. */
+template <int T, int BN>
+__global__ void __launch_bounds__(MMQ_THREADS)
+    mmq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nout, int nsteps, q8_act a, int n,
+               const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, float *__restrict__ part) {
+    typedef mmq_w<T> W;
+    constexpr int WC = 4, TW = BN / WC, NT = TW / 8; /* warps along tokens, tokens a warp, n8 tiles a warp */
+    __shared__ __align__(16) mmq_smem<BN> s;
+    const int tid = threadIdx.x, warp = tid / OB_WARP, lane = tid % OB_WARP;
+    const int g = lane / 4, tig = lane % 4;
+    const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * BN;
+    const int per = (nsteps + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int kb0 = (int)blockIdx.z * per, kb1 = min(nsteps, kb0 + per);
+
+    /* this thread's piece: row lr, piece p */
+    const int lr = tid / 8, p = tid % 8;
+    const int wrow = min(row0 + lr, nout - 1); /* rows past the end read the last row; never stored */
+    const uint8_t *wp = w + (size_t)wrow * nb1;
+    /* activations: thread copies 16 bytes (BN * 16 of them per step) */
+    const int wr = warp % 2, wc = warp / 2; /* warp's rows wr*16.., tokens wc*TW.. */
+
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    /* the step's raw weight bytes, activation bytes and activation scales, in registers */
+    constexpr int XV = BN * 16 / MMQ_THREADS, XD = BN * 8 / MMQ_THREADS;
+    typename W::raw r;
+    int4 xv[XV];
+    float2 xdv[XD];
+    auto load_x = [&](int kb) {
+#pragma unroll
+        for (int u = 0; u < XV; u++) {
+            const int i = tid + u * MMQ_THREADS, t = i / 16, c = i % 16;
+            xv[u] = tok0 + t < n ? *(const int4 *)(a.qx + (int64_t)(tok0 + t) * a.ldq + (int64_t)kb * MMQ_BK + 16 * c)
+                                 : make_int4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < XD; u++) {
+            const int i = tid + u * MMQ_THREADS, t = i / 8, b = i % 8;
+            xdv[u] = tok0 + t < n ? *(const float2 *)(a.dx + (int64_t)(tok0 + t) * a.ldd + 2 * ((int64_t)kb * 8 + b))
+                                  : make_float2(0.0f, 0.0f);
+        }
+    };
+    if (kb0 < kb1) W::load(wp, kb0, p, r);
+    ob_pdl_wait(); /* weights in flight; the activations are the previous kernel's output */
+    if (kb0 < kb1) load_x(kb0);
+    for (int kb = kb0; kb < kb1; kb++) {
+        /* this step's pieces and activations into shared memory */
+        {
+            uint32_t q[8];
+            float dw[2], mw;
+            W::decode(r, p, q, dw, mw);
+            uint4 *dst = (uint4 *)&s.w[lr][32 * p];
+            dst[0] = make_uint4(q[0], q[1], q[2], q[3]);
+            dst[1] = make_uint4(q[4], q[5], q[6], q[7]);
+            s.wd[lr][2 * p] = dw[0];
+            s.wd[lr][2 * p + 1] = dw[1];
+            s.wm[lr][p] = mw;
+        }
+#pragma unroll
+        for (int u = 0; u < XV; u++) {
+            const int i = tid + u * MMQ_THREADS;
+            *(int4 *)&s.x[i / 16][16 * (i % 16)] = xv[u];
+        }
+#pragma unroll
+        for (int u = 0; u < XD; u++) {
+            const int i = tid + u * MMQ_THREADS;
+            s.xd[i / 8][i % 8] = xdv[u];
+        }
+        __syncthreads();
+        /* the next step's bytes in flight while this one is multiplied */
+        if (kb + 1 < kb1) {
+            W::load(wp, kb + 1, p, r);
+            load_x(kb + 1);
+        }
+
+        const int ra = wr * 16 + g, rb = ra + 8;
+        if (W::SUB == 32) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int k0 = 32 * q + 4 * tig;
+                const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
+                const uint32_t a2 = *(const uint32_t *)&s.w[ra][k0 + 16], a3 = *(const uint32_t *)&s.w[rb][k0 + 16];
+                const float dwa = s.wd[ra][2 * q], dwb = s.wd[rb][2 * q], mwa = s.wm[ra][q], mwb = s.wm[rb][q];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const int tb = wc * TW + 8 * j;
+                    const uint32_t b0 = *(const uint32_t *)&s.x[tb + g][k0];
+                    const uint32_t b1 = *(const uint32_t *)&s.x[tb + g][k0 + 16];
+                    int c[4];
+                    imma_k32(c, a0, a1, a2, a3, b0, b1);
+                    const float2 x0 = s.xd[tb + 2 * tig][q], x1 = s.xd[tb + 2 * tig + 1][q];
+                    acc[j][0] += (float)c[0] * dwa * x0.x + mwa * x0.y;
+                    acc[j][1] += (float)c[1] * dwa * x1.x + mwa * x1.y;
+                    acc[j][2] += (float)c[2] * dwb * x0.x + mwb * x0.y;
+                    acc[j][3] += (float)c[3] * dwb * x1.x + mwb * x1.y;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int h = 0; h < 16; h++) {
+                const int k0 = 16 * h + 4 * tig, q = h / 2;
+                const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
+                const float dwa = s.wd[ra][h], dwb = s.wd[rb][h];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const int tb = wc * TW + 8 * j;
+                    const uint32_t b0 = *(const uint32_t *)&s.x[tb + g][k0];
+                    int c[4];
+                    imma_k16(c, a0, a1, b0);
+                    const float x0 = s.xd[tb + 2 * tig][q].x, x1 = s.xd[tb + 2 * tig + 1][q].x;
+                    acc[j][0] += (float)c[0] * dwa * x0;
+                    acc[j][1] += (float)c[1] * dwa * x1;
+                    acc[j][2] += (float)c[2] * dwb * x0;
+                    acc[j][3] += (float)c[3] * dwb * x1;
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+    /* results: (row ra or rb, token tb + 2 tig + e) */
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int rr = row0 + wr * 16 + g + (e >= 2 ? 8 : 0);
+            const int t = tok0 + wc * TW + 8 * j + 2 * tig + (e & 1);
+            if (rr >= nout || t >= n) continue;
+            if (part)
+                part[((size_t)blockIdx.z * (size_t)n + (size_t)t) * (size_t)nout + (size_t)rr] = acc[j][e];
+            else
+                out[(int64_t)t * ldo + rr] = acc[j][e] + (bias ? bias[rr] : 0.0f);
+        }
+}
+
+/* out[t][r] = bias[r] + sum over z of part[z][t][r], z in order. */
+__global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
+                                  const float *__restrict__ bias, float *__restrict__ out, int64_t ldo) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n * nout) return;
+    const int t = (int)(i / nout), r = (int)(i % nout);
+    float v = 0.0f;
+    for (int z = 0; z < S; z++) v += part[(size_t)z * (size_t)n * (size_t)nout + (size_t)i];
+    out[(int64_t)t * ldo + r] = v + (bias ? bias[r] : 0.0f);
+}
+
+/* ---- host side ---- */
+
+bool cuda_mmq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
+    if (!c->mmq || n <= 8 || n > c->mmq_max || w->ne[0] % MMQ_BK != 0) return false;
+    switch ((int)w->type) {
+    case OB_TYPE_Q4_K:
+    case OB_TYPE_Q5_K:
+        return w->nb[1] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
+    case OB_TYPE_Q6_K:
+    case OB_TYPE_Q4_0:
+    case OB_TYPE_Q8_0:
+        return w->nb[1] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
+    default:
+        return false;
+    }
+}
+
+template <int T, int BN>
+static int mmq_launch(cuda_backend *c, const ob_tensor *w, const q8_act &a, int n, const float *bias, float *out,
+                      int64_t ldo) {
+    const int64_t nin = w->ne[0], nout = w->ne[1];
+    const int nsteps = (int)(nin / MMQ_BK);
+    const unsigned gx = (unsigned)ob_div_up((size_t)nout, MMQ_BM), gy = (unsigned)ob_div_up((size_t)n, BN);
+    /* split the steps until the grid has about mmq_blocks blocks per SM (two steps a split at least) */
+    int S = c->mmq_split;
+    if (S <= 0) {
+        const int64_t want = (int64_t)c->n_sm * c->mmq_blocks, have = (int64_t)gx * gy;
+        S = have >= want ? 1 : (int)((want + have - 1) / have);
+        if (S > nsteps / 2) S = nsteps / 2;
+        if (S < 1) S = 1;
+    }
+    if (S > nsteps) S = nsteps;
+    float *part = NULL;
+    if (S > 1) {
+        OB_TRY(cuda_scratch(c, &c->mmq_scratch, &c->mmq_scratch_bytes, (size_t)S * (size_t)n * (size_t)nout * sizeof(float)));
+        part = (float *)c->mmq_scratch;
+    }
+    const dim3 grid(gx, gy, (unsigned)S);
+    c->rec_pdl = c->pdl;
+    OB_TRY(cuda_launch(c, mmq_kernel<T, BN>, grid, MMQ_THREADS, 0, (const uint8_t *)w->data, w->nb[1], (int)nout,
+                       nsteps, a, n, S > 1 ? NULL : bias, out, ldo, part));
+    if (S > 1) {
+        const int64_t total = (int64_t)n * nout;
+        OB_TRY(cuda_launch(c, mmq_reduce_kernel, (unsigned)ob_div_up((size_t)total, 256), 256, 0, (const float *)part, S,
+                           n, (int)nout, bias, out, ldo));
+    }
+    return 0;
+}
+
+int cuda_mmq_matmul(cuda_backend *c, const ob_tensor *w, const q8_act &a0, int64_t n, const float *bias, float *out,
+                    int64_t ldo) {
+    /* token blocks of 64 (32 when the batch is that small) */
+    for (int64_t t0 = 0; t0 < n; t0 += 65535 * 64) {
+        const int nt = (int)(n - t0 < 65535 * 64 ? n - t0 : 65535 * 64);
+        q8_act a = a0;
+        a.qx += t0 * a.ldq;
+        a.dx += t0 * a.ldd;
+        float *o = out + t0 * ldo;
+        switch ((int)w->type) {
+#define OB_M(T)                                                                  \
+    case T:                                                                      \
+        if (nt <= 32) OB_TRY((mmq_launch<T, 32>(c, w, a, nt, bias, o, ldo)));    \
+        else OB_TRY((mmq_launch<T, 64>(c, w, a, nt, bias, o, ldo)));             \
+        break;
+            OB_M(OB_TYPE_Q4_K) OB_M(OB_TYPE_Q5_K) OB_M(OB_TYPE_Q6_K) OB_M(OB_TYPE_Q4_0) OB_M(OB_TYPE_Q8_0)
+#undef OB_M
+        default: return ob_cuda_err(OB_ERR_INTERNAL, "mmq: type %d", (int)w->type);
+        }
+    }
+    return 0;
+}

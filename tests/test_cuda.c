@@ -44,13 +44,15 @@
  *     test_models_ref.c sets for the CPU against transformers' logits; and
  *     against the CPU backend: top-1 equal wherever the CPU's top-1 margin
  *     exceeds twice the largest logit difference, and a mean KL(cpu || gpu)
- *     bound (see kl_bound below).
+ *     bound (see kl_bound_x below).
  *   - determinism: the same requests twice give bit-identical logits.
  *   - the cuBLAS path through a whole model (OB_CUDA_MMV_MAX=0).
  */
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -882,7 +884,12 @@ static void ref_tol(ob_type t, double *mean, double *worst, int *top1) {
  * 1e-4 for F16 through the cuBLAS tensor-core path (operands rounded to
  * 10 bits: measured 2.5e-6 with TF32, the same rounding as f16). A real fault (a wrong head, position, scale or row)
  * moves logits by O(1): KL > 0.1. */
-static double kl_bound(ob_type t, bool tc) {
+static double kl_bound_x(ob_type t, bool tc, bool other) {
+    /* other: the architectures past the Llama family (model_every_architecture_vs_cpu). The CPU's
+     * bf16 activation rounding goes through more products there (6 layers of gemma3, the low-rank
+     * MLA projections of deepseek_v3, shared experts): measured mean KL up to 1.2e-2 (deepseek_v3),
+     * a logit noise of ~0.15 (KL ~ Var / 2); 3e-2 still sits well below a real fault's KL > 0.1. */
+    if (other && t == OB_TYPE_BF16) return 3e-2;
     switch (t) {
     case OB_TYPE_Q8_0: return 1e-2;
     case OB_TYPE_BF16: return 1e-3;
@@ -901,7 +908,9 @@ static bool read_ids(const char *path, int32_t *ids, int n) {
     return k == n;
 }
 
-static void run_fixture(const char *name, bool tcore) {
+/* hf_all: hold every weight type to test_models_ref.c's bounds against transformers (the
+ * Llama-family cases, whose bounds those are); otherwise F32 only, the others against the CPU. */
+static void run_fixture_x(const char *name, bool tcore, bool hf_all) {
     char dir[4200], p[4400];
     snprintf(dir, sizeof dir, "%s/tests/data/models/%s", source_dir(), name);
     snprintf(p, sizeof p, "%s/meta.json", dir);
@@ -961,14 +970,16 @@ static void run_fixture(const char *name, bool tcore) {
             int bt;
             ref_tol(types[ti], &bm, &bw, &bt);
             const char *tn = ob_type_name(types[ti]);
-            CHECK_MSG(mean_rel < bm && worst_rel < bw, "%s %s vs transformers: relative error mean %.3g worst %.3g "
-                      "(bounds %.2g, %.2g)", name, tn, mean_rel, worst_rel, bm, bw);
-            CHECK_MSG(top_ref >= bt, "%s %s: top-1 equals transformers' at %d of %d positions (want %d)", name, tn,
-                      top_ref, FX_PROMPT, bt);
+            if (hf_all || types[ti] == OB_TYPE_F32) {
+                CHECK_MSG(mean_rel < bm && worst_rel < bw, "%s %s vs transformers: relative error mean %.3g worst %.3g "
+                          "(bounds %.2g, %.2g)", name, tn, mean_rel, worst_rel, bm, bw);
+                CHECK_MSG(top_ref >= bt, "%s %s: top-1 equals transformers' at %d of %d positions (want %d)", name, tn,
+                          top_ref, FX_PROMPT, bt);
+            }
             CHECK_MSG(top_cpu_ok == top_cpu_n, "%s %s: top-1 differs from the CPU at %d clear positions", name, tn,
                       top_cpu_n - top_cpu_ok);
-            CHECK_MSG(kl_sum < kl_bound(types[ti], tcore), "%s %s: mean KL(cpu || gpu) %.3g (bound %.1g)", name, tn,
-                      kl_sum, kl_bound(types[ti], tcore));
+            CHECK_MSG(kl_sum < kl_bound_x(types[ti], tcore, !hf_all), "%s %s: mean KL(cpu || gpu) %.3g (bound %.1g)",
+                      name, tn, kl_sum, kl_bound_x(types[ti], tcore, !hf_all));
             /* greedy: equal to the CPU's until a step whose CPU margin is within the logit difference */
             int same = 0;
             while (same < FX_GEN && g.gen[same] == c.gen[same]) same++;
@@ -987,9 +998,44 @@ static void run_fixture(const char *name, bool tcore) {
     free(ref);
 }
 
+static void run_fixture(const char *name, bool tcore) { run_fixture_x(name, tcore, true); }
+
 TEST(model_transformers_fixtures_vs_cpu) {
     NEED_GPU();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) run_fixture(k_cases[i], false);
+}
+
+/* Every other architecture in tests/data/models (test_models_ref.c verifies each on the CPU):
+ * F32 against transformers with the strict bound, every type against the CPU backend. */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+TEST(model_every_architecture_vs_cpu) {
+    NEED_GPU();
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/tests/data/models", source_dir());
+    DIR *d = opendir(dir);
+    CHECK_MSG(d != NULL, "cannot open %s", dir);
+    if (!d) return;
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "README.md")) continue;
+        bool known = false;
+        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) known = known || !strcmp(e->d_name, k_cases[i]);
+        if (!known) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    for (int i = 0; i < n; i++) {
+        const int failed_before = g_test_failed;
+        g_test_failed = 0;
+        run_fixture_x(names[i], false, false);
+        fprintf(stderr, "  %-18s %s\n", names[i], g_test_failed ? "FAILED" : "ok");
+        g_test_failed |= failed_before;
+        free(names[i]);
+    }
+    CHECK_MSG(n >= 20, "only %d architectures' fixtures found", n);
 }
 
 /* The same requests twice on the GPU: bit-identical logits and tokens

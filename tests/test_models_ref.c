@@ -7,8 +7,9 @@
  * every prompt position and its greedy continuation of 32 tokens. For each
  * case this test converts the folder with our converter (F32, F16, BF16,
  * Q8_0) into /tmp, checks the GGUF (keys, tensor names and shapes, the q/k
- * permutation, GPT-NeoX's regrouped qkv and GPT-2's transposed Conv1D weights
- * against the safetensors source), then runs the prompt through
+ * permutation, GPT-NeoX's regrouped qkv and GPT-2's transposed Conv1D weights,
+ * OPT's shifted positions, CodeGen's and BLOOM's regrouped qkv against the
+ * safetensors source), then runs the prompt through
  * the engine and compares:
  *
  *   F32 weights (F32 KV cache): relative error < 1e-4 at every position,
@@ -35,6 +36,7 @@
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "onebit.h"
+#include "quant/quantize.h"
 #include "test.h"
 
 #ifndef OB_SOURCE_DIR
@@ -175,6 +177,32 @@ static const ref_case CASES[] = {
      "output.weight:64x384 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 blk.N.attn_q.weight:64x64 "
      "blk.N.attn_k.weight:64x32 blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x128 "
      "blk.N.ffn_down.weight:128x64"},
+    /* OPT: 256 learned positions (HF's 258 rows less the offset of 2), biases everywhere, ReLU MLP, tied */
+    {"opt", "opt", 0, true, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 position_embd.weight:64x256 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_q.weight:64x64 blk.N.attn_q.bias:64x1 blk.N.attn_k.bias:64x1 blk.N.attn_v.bias:64x1 "
+     "blk.N.attn_output.bias:64x1 blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x128 blk.N.ffn_up.bias:128x1 "
+     "blk.N.ffn_down.weight:128x64 blk.N.ffn_down.bias:64x1"},
+    /* CodeGen, written as gptj: qkv_proj's 4 chunks of (q, v, k) regrouped to [q | k | v], rotary 8 of 16 */
+    {"codegen", "gptj", 8, false, false, false, false, NULL, 0, 2,
+     "output.weight:64x384 output.bias:384x1 output_norm.bias:64x1 blk.N.attn_norm.bias:64x1 "
+     "blk.N.attn_qkv.weight:64x192 blk.N.attn_output.weight:64x64 blk.N.ffn_up.weight:64x128 "
+     "blk.N.ffn_up.bias:128x1 blk.N.ffn_down.bias:64x1"},
+    /* BLOOM: ALiBi (no position keys or tensors), embedding LayerNorm, per-head qkv regrouped, MLP 4 n_embd, tied */
+    {"bloom", "bloom", 0, true, true, false, false, NULL, 0, 2,
+     "token_embd.weight:64x384 token_embd_norm.weight:64x1 token_embd_norm.bias:64x1 output_norm.bias:64x1 "
+     "blk.N.attn_norm.bias:64x1 blk.N.attn_qkv.weight:64x192 blk.N.attn_qkv.bias:192x1 blk.N.attn_output.bias:64x1 "
+     "blk.N.ffn_norm.bias:64x1 blk.N.ffn_up.weight:64x256 blk.N.ffn_up.bias:256x1 blk.N.ffn_down.weight:256x64"},
+    /* 6 heads: the second ALiBi slope series */
+    {"bloom_h6", "bloom", 0, true, true, false, false, NULL, 0, 2,
+     "token_embd.weight:96x384 token_embd_norm.weight:96x1 blk.N.attn_qkv.weight:96x288 blk.N.attn_qkv.bias:288x1 "
+     "blk.N.attn_output.weight:96x96 blk.N.ffn_up.weight:96x384 blk.N.ffn_down.weight:384x96"},
+    /* BitNet b1.58: ternary projections, sub-norms before o_proj and down_proj, relu2 gate, NeoX RoPE, untied */
+    {"bitnet", "bitnet", 16, false, false, false, false, NULL, 0, 2,
+     "output.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 blk.N.attn_q.weight:64x64 "
+     "blk.N.attn_k.weight:64x32 blk.N.attn_v.weight:64x32 blk.N.attn_sub_norm.weight:64x1 "
+     "blk.N.attn_output.weight:64x64 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 "
+     "blk.N.ffn_up.weight:64x128 blk.N.ffn_sub_norm.weight:128x1 blk.N.ffn_down.weight:128x64"},
 };
 
 /* What each weight type may cost. u is the rms relative rounding error of
@@ -202,6 +230,8 @@ static tolerance tol_of(ob_type t) {
     case OB_TYPE_F16: return (tolerance){25 * 2.8e-4, 100 * 2.8e-4, N_PROMPT - 4};
     case OB_TYPE_BF16: return (tolerance){25 * 2.3e-3, 100 * 2.3e-3, N_PROMPT - 8};
     case OB_TYPE_Q8_0: return (tolerance){25 * 4.8e-3, 100 * 4.8e-3, N_PROMPT - 12};
+    case OB_TYPE_TQ1_0: /* exact ternary weights; see bitnet_tq for the activations' u */
+    case OB_TYPE_TQ2_0: return (tolerance){25 * 6.0e-3, 100 * 6.0e-3, N_PROMPT - 12};
     default: return (tolerance){0, 0, N_PROMPT};
     }
 }
@@ -331,11 +361,56 @@ static void check_mla_split(const ref_case *c, ob_gguf *g, ob_safetensors *st) {
     CHECK(ob_gguf_get_bool(g, "deepseek2.expert_weights_norm", &norm) == 0 && norm);
 }
 
+/* OPT, CodeGen, BLOOM, F32 files: the moved rows against their sources.
+ * opt: position_embd row p is HF's row p + 2 (the offset dropped).
+ * codegen: qkv_proj rows [4 chunks][q, v, k][16] (one 16-dim head per
+ * chunk); the file's [all q | all k | all v], head c of part j from chunk c.
+ * bloom: query_key_value rows (and bias) per head [q | k | v], as GPT-NeoX's. */
+static void check_older_layouts(const ref_case *c, ob_gguf *g, ob_safetensors *st) {
+    int bad = 0, checked = 0;
+    if (!strcmp(c->name, "opt")) {
+        const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "position_embd.weight");
+        const ob_st_tensor *src = ob_safetensors_find(st, "model.decoder.embed_positions.weight");
+        CHECK(t && src && src->dtype == OB_ST_F32 && src->shape[0] == t->ne[1] + 2 && src->shape[1] == t->ne[0]);
+        for (int64_t p = 0; t && src && p < t->ne[1]; p++, checked++)
+            bad += memcmp((const float *)t->data + p * t->ne[0], src->data + (size_t)(p + 2) * t->ne[0] * 4,
+                          (size_t)t->ne[0] * 4) != 0;
+    } else if (!strcmp(c->name, "codegen")) {
+        const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.1.attn_qkv.weight");
+        const ob_st_tensor *src = ob_safetensors_find(st, "transformer.h.1.attn.qkv_proj.weight");
+        CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64 && t->ne[1] == 192);
+        static const int in_chunk[3] = {0, 2, 1}; /* q, k, v sit at 0, 2, 1 of a chunk's (q, v, k) */
+        for (int j = 0; t && src && j < 3; j++)
+            for (int ch = 0; ch < 4; ch++)
+                for (int d = 0; d < 16; d++, checked++)
+                    bad += memcmp((const float *)t->data + (size_t)(j * 64 + ch * 16 + d) * 64,
+                                  src->data + (size_t)(ch * 48 + in_chunk[j] * 16 + d) * 64 * 4, 64 * 4) != 0;
+    } else if (!strcmp(c->arch, "bloom")) {
+        const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.1.attn_qkv.weight");
+        const ob_gguf_tensor *tb = ob_gguf_find_tensor(g, "blk.1.attn_qkv.bias");
+        const ob_st_tensor *src = ob_safetensors_find(st, "transformer.h.1.self_attention.query_key_value.weight");
+        const ob_st_tensor *sb = ob_safetensors_find(st, "transformer.h.1.self_attention.query_key_value.bias");
+        CHECK(t && tb && src && sb && src->dtype == OB_ST_F32 && t->ne[1] == 3 * t->ne[0]);
+        const int64_t E = t ? t->ne[0] : 0, hd = 16, nh = E / hd;
+        for (int j = 0; t && tb && src && sb && j < 3; j++)
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t d = 0; d < hd; d++, checked++) {
+                    const int64_t r = j * E + h * hd + d, sr = (3 * h + j) * hd + d;
+                    bad += memcmp((const float *)t->data + r * E, src->data + (size_t)(sr * E) * 4, (size_t)E * 4) != 0;
+                    bad += memcmp((const float *)tb->data + r, sb->data + (size_t)sr * 4, 4) != 0;
+                }
+    } else {
+        return;
+    }
+    CHECK_MSG(checked > 0 && bad == 0, "%s: %d of %d moved rows are not where they belong", c->name, bad, checked);
+}
+
 /* Layer 0's first norm weight under the names the families give it. */
 static const ob_st_tensor *first_norm_src(const ob_safetensors *st) {
     static const char *const names[] = {"model.layers.0.input_layernorm.weight",
                                         "gpt_neox.layers.0.input_layernorm.weight", "transformer.h.0.ln_1.weight",
-                                        "transformer.h.0.input_layernorm.weight"};
+                                        "transformer.h.0.input_layernorm.weight",
+                                        "model.decoder.layers.0.self_attn_layer_norm.weight"};
     for (size_t i = 0; i < OB_ARRAY_LEN(names); i++) {
         const ob_st_tensor *t = ob_safetensors_find(st, names[i]);
         if (t) return t;
@@ -417,11 +492,11 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
             /* olmo2 has no pre-norms, olmo's LayerNorms no weights: then no attn_norm either */
             if (st && !src) CHECK_MSG(!t, "%s: attn_norm without input_layernorm", c->name);
             if (st && !src) t = NULL;
-            else CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == 64);
+            else CHECK(t && src && src->dtype == OB_ST_F32 && t->ne[0] == src->shape[0]);
             /* Nemotron's LayerNorm1P too */
             float add = !strncmp(c->arch, "gemma", 5) || !strcmp(c->arch, "nemotron") ? 1.0f : 0.0f;
             int bad = 0;
-            for (int i = 0; t && src && i < 64; i++) {
+            for (int i = 0; t && src && i < t->ne[0]; i++) {
                 float w;
                 memcpy(&w, src->data + 4 * i, 4);
                 bad += ((const float *)t->data)[i] != w + add;
@@ -429,6 +504,7 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
             CHECK_MSG(bad == 0, "%s: %d attn_norm weights are not the source%s", c->name, bad, add ? " + 1" : "");
             if (st) check_gpt_layouts(c, g, st);
             if (st) check_mla_split(c, g, st);
+            if (st) check_older_layouts(c, g, st);
             ob_safetensors_free(st);
         }
         ob_gguf_free(g);
@@ -809,6 +885,10 @@ TEST(llama_variants_refuse_what_gguf_cannot_carry) {
     expect_refused("olmoe", json_pack("{s:f}", "clip_qkv", 8.0), "clip_qkv");
     expect_refused("arcee", json_pack("{s:b}", "mlp_bias", 1), "mlp_bias");
     expect_refused("ernie4_5", json_pack("{s:b}", "use_bias", 1), "use_bias");
+    expect_refused("bitnet", json_pack("{s:{s:s}}", "quantization_config", "quant_method", "bitnet"),
+                   "quantization_config");
+    expect_refused("bitnet", json_pack("{s:b}", "attention_bias", 1), "attention_bias");
+    expect_refused("bitnet", json_pack("{s:s}", "hidden_act", "silu"), "hidden_act");
 }
 
 /* The case called `name` (cases added later are found by name, not index). */
@@ -865,6 +945,11 @@ TEST(gptlike_refusals) {
         {"gptneox", "rope_parameters", "{\"rope_type\": \"linear\", \"factor\": 2.0}", OB_ERR_UNSUPPORTED, "RoPE"},
         {"gpt2", "n_embd", NULL, OB_ERR_FORMAT, "n_embd"},
         {"gptj", "rotary_dim", "17", OB_ERR_FORMAT, "rotated dimensions"},
+        {"opt", "do_layer_norm_before", "false", OB_ERR_UNSUPPORTED, "do_layer_norm_before"},
+        {"opt", "word_embed_proj_dim", "32", OB_ERR_UNSUPPORTED, "word_embed_proj_dim"},
+        {"opt", "activation_function", "\"gelu\"", OB_ERR_UNSUPPORTED, "activation_function"},
+        {"bloom", "apply_residual_connection_post_layernorm", "true", OB_ERR_UNSUPPORTED,
+         "apply_residual_connection_post_layernorm"},
     };
     for (size_t i = 0; i < OB_ARRAY_LEN(bad); i++) {
         char dir[256], p[1200], out[300];
@@ -914,5 +999,150 @@ TEST(falcon) { run_named("falcon"); }
 TEST(gptj) { run_named("gptj"); }
 TEST(cohere) { run_named("cohere"); }
 TEST(nemotron) { run_named("nemotron"); }
+/* OPT, CodeGen, BLOOM (gptlike.c; CodeGen as gptj) and BitNet (llama_variants.c) */
+TEST(opt) { run_named("opt"); }
+TEST(codegen) { run_named("codegen"); }
+TEST(bloom) { run_named("bloom"); }
+TEST(bloom_h6) { run_named("bloom_h6"); }
+TEST(bitnet) { run_named("bitnet"); }
+
+/* BitNet through `1bit quantize` TQ1_0 / TQ2_0. Both formats pack blocks of
+ * 256 weights, and the fixture's rows are 64 (hidden) and 128 (MLP) long, so
+ * quantizing its file as it is gives every projection the fallback type
+ * (Q4_0), which is not exact for ternary weights. The test therefore widens
+ * the converted F32 file into an exactly equivalent model whose rows are
+ * whole blocks: hidden 64 -> 256, MLP 128 -> 512, 4 -> 16 heads and 2 -> 8
+ * KV heads (head_dim 16 and the GQA grouping kept), every added row, column,
+ * head and norm weight zero. Zero heads attend to zero values and add
+ * nothing; every RMSNorm then averages over 4x as many elements, of which
+ * the added are zero, so its weights are halved and the epsilon quartered
+ * (both exact in binary): rms over 4n with eps / 4 is half the rms over n
+ * with eps. The widened F32 file must give transformers' logits within the
+ * F32 bound. Its TQ1_0 and TQ2_0 files (token_embd and output kept F32) must
+ * hold the projections bit-exactly: each tensor is TQ and dequantizes to the
+ * F32 weights (ternary times the tensor's fp16-exact scale: the block scale
+ * is that scale). What still differs is the activations: a TQ matmul rounds
+ * its input to 8 bits per block of 256 (Q8_K, step amax / 127), an rms
+ * relative error u = (amax / rms) / (127 sqrt 12) of the block's nonzero
+ * values; for 64 to 128 Gaussian-like values amax / rms is about 2.6, so u
+ * is about 6e-3, just above Q8_0 weights' 4.8e-3, and the bounds are the
+ * same multiples (25 u mean, 100 u worst position) as for the weight formats
+ * (tol_of). */
+static float *widen(const float *src, int64_t ne0, int64_t ne1, int64_t to0, int64_t to1, float scale) {
+    float *d = calloc((size_t)(to0 * to1), sizeof(float));
+    for (int64_t r = 0; d && r < ne1; r++)
+        for (int64_t i = 0; i < ne0; i++) d[r * to0 + i] = src[r * ne0 + i] * scale;
+    return d;
+}
+
+static bool widen_bitnet(const char *in, const char *out) {
+    ob_gguf *g = NULL;
+    CHECK_OK(ob_gguf_open(in, &g));
+    if (!g) return false;
+    ob_gguf_writer *w = NULL;
+    CHECK_OK(ob_gguf_writer_create(&w));
+    bool ok = w != NULL;
+    for (int64_t i = 0; ok && i < ob_gguf_n_kv(g); i++) {
+        const ob_gguf_kv *kv = ob_gguf_kv_at(g, i);
+        ok = ob_gguf_writer_set_value(w, kv->key, &kv->value) == 0;
+    }
+    float eps = 0;
+    CHECK_OK(ob_gguf_get_f32(g, "bitnet.attention.layer_norm_rms_epsilon", &eps));
+    ok = ok && ob_gguf_writer_set_u32(w, "bitnet.embedding_length", 256) == 0 &&
+         ob_gguf_writer_set_u32(w, "bitnet.feed_forward_length", 512) == 0 &&
+         ob_gguf_writer_set_u32(w, "bitnet.attention.head_count", 16) == 0 &&
+         ob_gguf_writer_set_u32(w, "bitnet.attention.head_count_kv", 8) == 0 &&
+         ob_gguf_writer_set_f32(w, "bitnet.attention.layer_norm_rms_epsilon", eps / 4) == 0;
+    float *bufs[64];
+    int nb = 0;
+    for (int64_t i = 0; ok && i < ob_gguf_n_tensors(g) && nb < 64; i++) {
+        const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        CHECK_MSG(t->type == OB_TYPE_F32, "%s is not F32", t->name);
+        const bool norm = strstr(t->name, "_norm.") != NULL;
+        /* the widened size of each dimension: 64 -> 256 (hidden, q), 32 -> 128 (k, v), 128 -> 512 (MLP) */
+        int64_t to[2];
+        for (int d = 0; d < 2; d++) to[d] = t->ne[d] == 384 || t->ne[d] == 1 ? t->ne[d] : 4 * t->ne[d];
+        float *d = bufs[nb++] = widen(t->data, t->ne[0], t->ne[1], to[0], to[1], norm ? 0.5f : 1.0f);
+        ok = d && ob_gguf_writer_add_tensor(w, t->name, OB_TYPE_F32, t->n_dims, to, d) == 0;
+    }
+    ok = ok && ob_gguf_writer_write_file(w, out) == 0;
+    CHECK_MSG(ok, "widening %s: %s", in, ob_last_error());
+    ob_gguf_writer_free(w);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    ob_gguf_free(g);
+    return ok;
+}
+
+TEST(bitnet_tq) {
+    const ref_case *c = NULL;
+    for (size_t i = 0; i < OB_ARRAY_LEN(CASES); i++)
+        if (!strcmp(CASES[i].name, "bitnet")) c = &CASES[i];
+    fixture fx;
+    if (!c || !load_fixture(c, &fx)) {
+        CHECK(c != NULL);
+        free(fx.logits);
+        return;
+    }
+    char f32[256], wide[256], tq[256];
+    snprintf(f32, sizeof f32, "/tmp/ob_models_ref_%d_bitnet_tq_f32.gguf", (int)getpid());
+    snprintf(wide, sizeof wide, "/tmp/ob_models_ref_%d_bitnet_tq_wide.gguf", (int)getpid());
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_OK(ob_convert_hf(fx.dir, f32, &o));
+    run_out ref;
+    memset(&ref, 0, sizeof ref);
+    if (widen_bitnet(f32, wide) && run_engine(wide, &fx, &ref)) compare(c, &fx, OB_TYPE_F32, &ref, NULL);
+    static const char *const mixes[] = {"TQ1_0", "TQ2_0"};
+    for (size_t mi = 0; ref.logits && mi < OB_ARRAY_LEN(mixes); mi++) {
+        const ob_ftype_info *mix = ob_ftype_find(mixes[mi]);
+        CHECK(mix != NULL);
+        if (!mix) continue;
+        snprintf(tq, sizeof tq, "/tmp/ob_models_ref_%d_bitnet_%s.gguf", (int)getpid(), mixes[mi]);
+        ob_quantize_params qp;
+        ob_quantize_params_init(&qp);
+        qp.n_threads = 1;
+        qp.embd_type = OB_TYPE_F32;
+        qp.output_type = OB_TYPE_F32;
+        ob_quantize_stats st;
+        CHECK_OK(ob_quantize_file(wide, tq, mix, &qp, &st));
+        CHECK_EQ_INT(st.n_fallback, 0);
+        /* every projection is TQ and decodes to the F32 weights exactly */
+        ob_gguf *gq = NULL, *gw = NULL;
+        CHECK_OK(ob_gguf_open(tq, &gq));
+        CHECK_OK(ob_gguf_open(wide, &gw));
+        int n_proj = 0, bad = 0;
+        for (int64_t i = 0; gq && gw && i < ob_gguf_n_tensors(gq); i++) {
+            const ob_gguf_tensor *t = ob_gguf_tensor_at(gq, i), *src = ob_gguf_find_tensor(gw, t->name);
+            if (!strncmp(t->name, "blk.", 4) && !strstr(t->name, "_norm.")) {
+                n_proj++;
+                CHECK_MSG(t->type == mix->base, "%s is %s, want %s", t->name, ob_type_name(t->type),
+                          ob_type_name(mix->base));
+                if (t->type != mix->base || !src) continue;
+                const int64_t n = ob_gguf_tensor_nelements(t);
+                float *dq = malloc((size_t)n * sizeof(float));
+                ob_type_get((int)t->type)->to_float(t->data, dq, n);
+                const float *sw = src->data;
+                int64_t off = 0; /* == rather than memcmp: torch's round gives -0.0, the blocks +0.0 */
+                for (int64_t k = 0; k < n; k++) off += dq[k] != sw[k];
+                bad += off != 0;
+                free(dq);
+            }
+        }
+        CHECK_EQ_INT(n_proj, 2 * 7);
+        CHECK_MSG(bad == 0, "%s: %d projections do not decode to their F32 weights", mixes[mi], bad);
+        ob_gguf_free(gq);
+        ob_gguf_free(gw);
+        run_out r;
+        memset(&r, 0, sizeof r);
+        if (run_engine(tq, &fx, &r)) compare(c, &fx, mix->base, &r, &ref);
+        free(r.logits);
+        unlink(tq);
+    }
+    free(ref.logits);
+    free(fx.logits);
+    unlink(f32);
+    unlink(wide);
+}
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -52,6 +52,8 @@ long long ob_convert_qk_src_row(long long r, long long rows, long long n_head) {
 typedef enum slot {
     S_TOKEN_EMBD,
     S_POS_EMBD,
+    S_TOKEN_EMBD_NORM,   /* bloom's LayerNorm after the embeddings */
+    S_TOKEN_EMBD_NORM_B,
     S_ROPE_FREQS,
     S_ROPE_FACTORS_LONG,
     S_ROPE_FACTORS_SHORT,
@@ -77,6 +79,7 @@ typedef enum slot {
     S_MLA_K_B,      /* kv_b_proj's k rows, transposed per head */
     S_MLA_V_B,      /* kv_b_proj's v rows */
     S_ATTN_POST_NORM,
+    S_ATTN_SUB_NORM, /* bitnet: RMSNorm of the attention output before o_proj */
     S_FFN_NORM,
     S_FFN_NORM_B,
     S_FFN_GATE_UP,
@@ -95,6 +98,7 @@ typedef enum slot {
     S_FFN_GATE_SHEXP,
     S_FFN_UP_SHEXP,
     S_FFN_DOWN_SHEXP,
+    S_FFN_SUB_NORM, /* bitnet: RMSNorm of act(gate) * up before down_proj */
     S_FFN_POST_NORM,
     S_OUTPUT_NORM,
     S_OUTPUT_NORM_B,
@@ -113,6 +117,8 @@ static const struct {
 } g_slots[S_COUNT] = {
     [S_TOKEN_EMBD] = {"model.embed_tokens.weight", "token_embd.weight", D_VOCAB, D_EMBD},
     [S_POS_EMBD] = {NULL, "position_embd.weight", D_NONE, D_NONE}, /* GPT lineage (hf_gptlike.c) */
+    [S_TOKEN_EMBD_NORM] = {NULL, "token_embd_norm.weight", D_NONE, D_NONE}, /* bloom (hf_gptlike.c) */
+    [S_TOKEN_EMBD_NORM_B] = {NULL, "token_embd_norm.bias", D_NONE, D_NONE},
     [S_ROPE_FREQS] = {NULL, "rope_freqs.weight", D_NONE, D_NONE},
     [S_ROPE_FACTORS_LONG] = {NULL, "rope_factors_long.weight", D_NONE, D_NONE},
     [S_ROPE_FACTORS_SHORT] = {NULL, "rope_factors_short.weight", D_NONE, D_NONE},
@@ -138,6 +144,7 @@ static const struct {
     [S_MLA_K_B] = {"self_attn.kv_b_proj.weight", "attn_k_b.weight", D_KVB, D_KVLORA}, /* + attn_v_b (plan_source) */
     [S_MLA_V_B] = {NULL, "attn_v_b.weight", D_NONE, D_NONE},
     [S_ATTN_POST_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight", D_EMBD, D_NONE},
+    [S_ATTN_SUB_NORM] = {"self_attn.attn_sub_norm.weight", "attn_sub_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight", D_EMBD, D_NONE},
     [S_FFN_NORM_B] = {NULL, "ffn_norm.bias", D_NONE, D_NONE}, /* GPT lineage */
     [S_FFN_GATE_UP] = {"mlp.gate_up_proj.weight", "ffn_up.weight", D_FF2, D_EMBD},
@@ -157,6 +164,7 @@ static const struct {
     [S_FFN_GATE_SHEXP] = {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", D_FFSH, D_EMBD},
     [S_FFN_UP_SHEXP] = {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", D_FFSH, D_EMBD},
     [S_FFN_DOWN_SHEXP] = {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", D_EMBD, D_FFSH},
+    [S_FFN_SUB_NORM] = {"mlp.ffn_sub_norm.weight", "ffn_sub_norm.weight", D_FF, D_NONE},
     [S_FFN_POST_NORM] = {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", D_EMBD, D_NONE},
     [S_OUTPUT_NORM] = {"model.norm.weight", "output_norm.weight", D_EMBD, D_NONE},
     [S_OUTPUT_NORM_B] = {NULL, "output_norm.bias", D_EMBD, D_NONE},
@@ -422,7 +430,7 @@ static int plan_gpt(conv *c, const ob_st_tensor *t) {
     /* GGUF order: ne[0] is the row length; a transposed source's rows are its columns */
     bool tr = g.xform == OB_HF_XF_TRANSPOSE;
     p.ne[0] = want_dims == 2 ? t->shape[tr ? 0 : 1] : t->shape[0];
-    p.ne[1] = want_dims == 2 ? t->shape[tr ? 1 : 0] : 1;
+    p.ne[1] = want_dims == 2 ? t->shape[tr ? 1 : 0] - ob_hf_gpt_dropped_rows(g.xform) : 1;
     p.ne[2] = 1;
     p.xform = g.xform;
     p.add_one = g.xform == OB_HF_XF_ADD_ONE;
@@ -543,6 +551,8 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
         w0 = dim_value(cfg, s == S_ATTN_Q_NORM ? D_Q : D_KV);
     if (cfg->arch == OB_HF_DEEPSEEK3 && s == S_ATTN_O) w1 = cfg->n_head * cfg->ds.v_head_dim;
     if (cfg->arch != OB_HF_DEEPSEEK3 && (s >= S_MLA_Q_A && s <= S_MLA_V_B))
+        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is not part of architecture %s", t->name, cfg->gguf_arch);
+    if (cfg->arch != OB_HF_BITNET && (s == S_ATTN_SUB_NORM || s == S_FFN_SUB_NORM))
         return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' is not part of architecture %s", t->name, cfg->gguf_arch);
     if (t->n_dims != want_dims || t->shape[0] != w0 || (want_dims == 2 && t->shape[1] != w1)) {
         char got[96];
@@ -778,6 +788,8 @@ static int check_complete(conv *c) {
     static const slot need_seed_oss[] = {S_ATTN_NORM, S_ATTN_Q,   S_ATTN_Q_B,       S_ATTN_K, S_ATTN_K_B, S_ATTN_V,
                                          S_ATTN_V_B,  S_ATTN_O,   S_ATTN_POST_NORM, S_FFN_GATE, S_FFN_UP, S_FFN_DOWN,
                                          S_COUNT};
+    static const slot need_bitnet[] = {S_ATTN_NORM, S_ATTN_Q,   S_ATTN_K, S_ATTN_V,   S_ATTN_SUB_NORM, S_ATTN_O,
+                                       S_FFN_NORM,  S_FFN_GATE, S_FFN_UP, S_FFN_SUB_NORM, S_FFN_DOWN,   S_COUNT};
     static const slot need_olmo[] = {S_ATTN_Q, S_ATTN_K, S_ATTN_V, S_ATTN_O, S_FFN_GATE, S_FFN_UP, S_FFN_DOWN, S_COUNT};
     static const slot need_glm4[] = {S_ATTN_NORM, S_ATTN_Q,   S_ATTN_Q_B,       S_ATTN_K,   S_ATTN_K_B,
                                      S_ATTN_V,    S_ATTN_V_B, S_ATTN_O,         S_ATTN_POST_NORM, S_FFN_NORM,
@@ -787,6 +799,7 @@ static int check_complete(conv *c) {
                        : cfg->arch == OB_HF_SEED_OSS ? need_seed_oss
                        : cfg->arch == OB_HF_OLMO     ? need_olmo
                        : cfg->arch == OB_HF_GLM4     ? need_glm4
+                       : cfg->arch == OB_HF_BITNET   ? need_bitnet
                        : cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3 ? need_gemma2
                        : cfg->arch == OB_HF_PHI3                              ? need_phi3
                        : cfg->arch == OB_HF_PHI2                              ? need_phi2
@@ -934,7 +947,7 @@ static int convert_tensor(conv *c, planned *p, float *row) {
     size_t out_row = ob_row_size(p->type, row_len);
     for (int64_t r = 0; r < rows; r++) {
         int64_t sr = p->permute_heads ? (int64_t)ob_convert_qk_src_row(r, rows, p->permute_heads) : r;
-        if (p->xform == OB_HF_XF_QKV_GROUPS) sr = ob_hf_gpt_qkv_src_row(&c->cfg, r);
+        if (ob_hf_gpt_moves_rows(p->xform)) sr = ob_hf_gpt_src_row(&c->cfg, p->xform, r);
         const unsigned char *s = t->data + (size_t)sr * (size_t)row_len * esz;
         if (p->srcs) s = p->srcs[r / p->ne[1]]->data + (size_t)(r % p->ne[1]) * (size_t)row_len * esz;
         if (p->split_rows)

@@ -160,6 +160,9 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "GraniteMoeForCausalLM")) {
         cfg->arch = OB_HF_GRANITEMOE;
         cfg->gguf_arch = "granitemoe";
+    } else if (!strcmp(a, "BitNetForCausalLM")) {
+        cfg->arch = OB_HF_BITNET;
+        cfg->gguf_arch = "bitnet";
     } else if (!strcmp(a, "DeepseekV3ForCausalLM")) { /* V3, R1, Kimi-K2: hf_deepseek.c */
         cfg->arch = OB_HF_DEEPSEEK3;
         cfg->gguf_arch = "deepseek2";
@@ -171,7 +174,7 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
                       "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
                       "GraniteForCausalLM, Olmo2ForCausalLM, SmolLM3ForCausalLM, ArceeForCausalLM, "
                       "Ernie4_5ForCausalLM, SeedOssForCausalLM, OlmoForCausalLM, Glm4ForCausalLM, OlmoeForCausalLM, "
-                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM are)",
+                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM, BitNetForCausalLM are)",
                       c->path, a);
     }
     return 0;
@@ -342,8 +345,16 @@ static int parse_llama_variant(const cfgsrc *c, ob_hf_config *cfg) {
     }
     if ((cfg->arch == OB_HF_OLMO || cfg->arch == OB_HF_OLMO2 || cfg->arch == OB_HF_OLMOE) && cget(c, "clip_qkv"))
         return ob_err(OB_ERR_UNSUPPORTED, "%s: clip_qkv is not supported for %s", c->path, cfg->hf_arch);
+    /* BitNet: transformers runs plain nn.Linear layers unless quantization_config
+     * asks for BitLinear (ternarised weights and 8-bit activations on the fly,
+     * or packed weights), which a GGUF of the weights as they are cannot say */
+    if (cfg->arch == OB_HF_BITNET && cget(c, "quantization_config"))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: quantization_config is not supported for %s (convert the unpacked "
+                      "weights of a checkpoint without it)", c->path, cfg->hf_arch);
+    if (cfg->arch == OB_HF_BITNET && json_is_true(cget(c, "attention_bias")))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: attention_bias=true is not supported for %s", c->path, cfg->hf_arch);
     static const ob_hf_arch variants[] = {OB_HF_OLMO2, OB_HF_SMOLLM3, OB_HF_ARCEE, OB_HF_ERNIE45,
-                                          OB_HF_SEED_OSS, OB_HF_OLMO, OB_HF_GLM4};
+                                          OB_HF_SEED_OSS, OB_HF_OLMO, OB_HF_GLM4, OB_HF_BITNET};
     bool variant = false;
     for (size_t i = 0; i < OB_ARRAY_LEN(variants); i++) variant |= cfg->arch == variants[i];
     static const char *const no_bias[] = {"mlp_bias", "use_bias"};
@@ -381,7 +392,9 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
             return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_activation must be 'gelu_pytorch_tanh' for %s", c->path,
                           cfg->hf_arch);
     } else {
-        const char *want = cfg->arch == OB_HF_PHI2 ? "gelu_new" : cfg->arch == OB_HF_ARCEE ? "relu2" : "silu";
+        const char *want = cfg->arch == OB_HF_PHI2                                 ? "gelu_new"
+                           : cfg->arch == OB_HF_ARCEE || cfg->arch == OB_HF_BITNET ? "relu2"
+                                                                                   : "silu";
         json_t *act = cget(c, "hidden_act");
         if (act && (!json_is_string(act) || strcmp(json_string_value(act), want) != 0))
             return ob_err(OB_ERR_UNSUPPORTED, "%s: hidden_act must be '%s' for %s", c->path, want, cfg->hf_arch);

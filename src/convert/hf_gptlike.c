@@ -7,14 +7,18 @@
  * in several orders and GPT-2's Conv1D weights stored [in, out]. This file
  * reads the config into ob_hf_config, names each tensor as llama.cpp's
  * converter does for the family (GGUF architectures stablelm, gptneox,
- * gpt2, starcoder2, starcoder, falcon, gptj, command-r, nemotron) and says
+ * gpt2, starcoder2, starcoder, falcon, gptj, command-r, nemotron, bloom;
+ * CodeGen is written as gptj; opt is ours, in llama.cpp's naming) and says
  * how its data must be rearranged; convert.c does the planning, the
  * conversion and the writing.
  *
  * The rearrangements are the ones llama.cpp's files hold: GPT-NeoX's qkv
  * (per head q, k, v) and Falcon's (per KV group the group's queries, then
  * k, v) become [all q | all k | all v]; Conv1D weights are transposed;
- * Nemotron's LayerNorm1P weights are written as 1 + w.
+ * Nemotron's LayerNorm1P weights are written as 1 + w. BLOOM's per-head qkv
+ * is regrouped like GPT-NeoX's; CodeGen's qkv_proj (4 model-parallel chunks
+ * of q, v, k) becomes [q | k | v]; OPT's position table loses its first 2
+ * rows (HF's offset), so row p is position p.
  */
 #include "hf_gptlike.h"
 
@@ -42,9 +46,12 @@ static const struct {
     {"GPTJForCausalLM", OB_HF_GPTJ, "gptj"},
     {"CohereForCausalLM", OB_HF_COHERE, "command-r"},
     {"NemotronForCausalLM", OB_HF_NEMOTRON, "nemotron"},
+    {"OPTForCausalLM", OB_HF_OPT, "opt"},
+    {"CodeGenForCausalLM", OB_HF_CODEGEN, "gptj"}, /* a GPT-J once its qkv_proj is regrouped */
+    {"BloomForCausalLM", OB_HF_BLOOM, "bloom"},
 };
 
-bool ob_hf_gpt_is(ob_hf_arch a) { return a >= OB_HF_STABLELM && a <= OB_HF_NEMOTRON; }
+bool ob_hf_gpt_is(ob_hf_arch a) { return a >= OB_HF_STABLELM && a <= OB_HF_BLOOM; }
 
 bool ob_hf_gpt_arch(const char *hf_arch, ob_hf_config *cfg) {
     for (size_t i = 0; i < OB_ARRAY_LEN(g_archs); i++)
@@ -141,6 +148,7 @@ static int check_act(json_t *root, const char *path, const ob_hf_config *cfg) {
     case OB_HF_STABLELM:
     case OB_HF_COHERE: want[0] = "silu"; break;
     case OB_HF_NEMOTRON: want[0] = "relu2"; break;
+    case OB_HF_OPT: want[0] = "relu"; break;
     case OB_HF_GPTNEOX:
     case OB_HF_FALCON: want[0] = "gelu"; break; /* erf GELU */
     default: want[0] = "gelu_new", want[1] = "gelu_pytorch_tanh"; break; /* the tanh approximation */
@@ -161,7 +169,8 @@ static int parse_rope(json_t *root, const char *path, ob_hf_config *cfg) {
     if (type && (!json_is_string(type) || strcmp(json_string_value(type), "default") != 0))
         return ob_err(OB_ERR_UNSUPPORTED, "%s: RoPE scaling is not supported for %s", path, cfg->hf_arch);
     cfg->rope_scaling = OB_HF_ROPE_NONE;
-    if (cfg->arch == OB_HF_GPT2 || cfg->arch == OB_HF_BIGCODE) { /* learned positions, no RoPE */
+    if (cfg->arch == OB_HF_GPT2 || cfg->arch == OB_HF_BIGCODE || cfg->arch == OB_HF_OPT ||
+        cfg->arch == OB_HF_BLOOM) { /* learned positions or ALiBi (bloom), no RoPE */
         cfg->n_rot = 0;
         cfg->rope_theta = 10000.0;
         return 0;
@@ -174,7 +183,7 @@ static int parse_rope(json_t *root, const char *path, ob_hf_config *cfg) {
     if (has) cfg->rope_theta = d;
     if (!(cfg->rope_theta > 1.0)) return ob_err(OB_ERR_FORMAT, "%s: rope_theta is not > 1", path);
     cfg->n_rot = cfg->head_dim;
-    if (cfg->arch == OB_HF_GPTJ) {
+    if (cfg->arch == OB_HF_GPTJ || cfg->arch == OB_HF_CODEGEN) {
         int64_t rd = cfg->head_dim;
         OB_TRY(jint(root, path, KEYS("rotary_dim"), cfg->head_dim, &rd));
         cfg->n_rot = rd;
@@ -194,15 +203,20 @@ static int parse_rope(json_t *root, const char *path, ob_hf_config *cfg) {
 
 int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
     const ob_hf_arch a = cfg->arch;
-    const bool gpt2ish = a == OB_HF_GPT2 || a == OB_HF_BIGCODE || a == OB_HF_GPTJ;
+    const bool gpt2ish = a == OB_HF_GPT2 || a == OB_HF_BIGCODE || a == OB_HF_GPTJ || a == OB_HF_CODEGEN;
     OB_TRY(jint(root, path, KEYS("hidden_size", "n_embd", "d_model"), 0, &cfg->n_embd));
     OB_TRY(jint(root, path, KEYS("num_hidden_layers", "n_layer"), 0, &cfg->n_layer));
     OB_TRY(jint(root, path, KEYS("num_attention_heads", "n_head"), 0, &cfg->n_head));
     OB_TRY(jint(root, path, KEYS("vocab_size"), 0, &cfg->n_vocab));
-    OB_TRY(jint(root, path, KEYS("max_position_embeddings", "n_positions"), a == OB_HF_FALCON ? 2048 : 0, &cfg->n_ctx));
-    /* the MLP width: n_inner / ffn_hidden_size default to 4 n_embd */
-    OB_TRY(jint(root, path, KEYS("intermediate_size", "n_inner", "ffn_hidden_size"),
-                gpt2ish || a == OB_HF_FALCON ? 4 * cfg->n_embd : 0, &cfg->n_ff));
+    /* BLOOM has no position limit (ALiBi); its training length was 2048 */
+    OB_TRY(jint(root, path, KEYS("max_position_embeddings", "n_positions", "seq_length"),
+                a == OB_HF_FALCON || a == OB_HF_BLOOM ? 2048 : 0, &cfg->n_ctx));
+    /* the MLP width: n_inner / ffn_hidden_size default to 4 n_embd; BLOOM's is always 4 n_embd */
+    if (a == OB_HF_BLOOM)
+        cfg->n_ff = 4 * cfg->n_embd;
+    else
+        OB_TRY(jint(root, path, KEYS("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim"),
+                    gpt2ish || a == OB_HF_FALCON ? 4 * cfg->n_embd : 0, &cfg->n_ff));
     cfg->n_head_kv = cfg->n_head;
     if (a == OB_HF_STABLELM || a == OB_HF_STARCODER2 || a == OB_HF_COHERE || a == OB_HF_NEMOTRON)
         OB_TRY(jint(root, path, KEYS("num_key_value_heads"), cfg->n_head, &cfg->n_head_kv));
@@ -230,11 +244,12 @@ int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
     OB_TRY(parse_rope(root, path, cfg));
 
     /* transformers' defaults for tie_word_embeddings differ by family */
-    bool tie_dflt = a == OB_HF_GPT2 || a == OB_HF_BIGCODE || a == OB_HF_FALCON || a == OB_HF_COHERE;
+    bool tie_dflt = a == OB_HF_GPT2 || a == OB_HF_BIGCODE || a == OB_HF_FALCON || a == OB_HF_COHERE || a == OB_HF_OPT ||
+                    a == OB_HF_BLOOM;
     OB_TRY(jbool(root, path, "tie_word_embeddings", tie_dflt, &cfg->tied));
 
-    cfg->parallel_residual = a == OB_HF_GPTJ || a == OB_HF_FALCON || a == OB_HF_COHERE;
-    cfg->qkv_bias = a == OB_HF_GPT2 || a == OB_HF_BIGCODE;
+    cfg->parallel_residual = a == OB_HF_GPTJ || a == OB_HF_FALCON || a == OB_HF_COHERE || a == OB_HF_CODEGEN;
+    cfg->qkv_bias = a == OB_HF_GPT2 || a == OB_HF_BIGCODE || a == OB_HF_BLOOM;
     cfg->logit_scale = 1.0;
     cfg->sliding_window = 0;
     switch (a) {
@@ -277,6 +292,27 @@ int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
         OB_TRY(refuse_if(root, path, "attention_bias", true, cfg->hf_arch));
         OB_TRY(refuse_if(root, path, "mlp_bias", true, cfg->hf_arch));
         break;
+    case OB_HF_OPT: {
+        /* opt-350m's post-LayerNorm blocks and 512-wide embeddings (project_in/out) are not written */
+        OB_TRY(refuse_if(root, path, "do_layer_norm_before", false, cfg->hf_arch));
+        OB_TRY(refuse_if(root, path, "_remove_final_layer_norm", true, cfg->hf_arch));
+        OB_TRY(refuse_if(root, path, "layer_norm_elementwise_affine", false, cfg->hf_arch));
+        int64_t proj = cfg->n_embd;
+        OB_TRY(jint(root, path, KEYS("word_embed_proj_dim"), cfg->n_embd, &proj));
+        if (proj != cfg->n_embd)
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: word_embed_proj_dim %lld != hidden_size %lld (project_in/out) is "
+                          "not supported for %s", path, (long long)proj, (long long)cfg->n_embd, cfg->hf_arch);
+        OB_TRY(jbool(root, path, "enable_bias", true, &cfg->qkv_bias));
+        break;
+    }
+    case OB_HF_BLOOM:
+        OB_TRY(refuse_if(root, path, "apply_residual_connection_post_layernorm", true, cfg->hf_arch));
+        break;
+    case OB_HF_CODEGEN:
+        if (cfg->n_head % OB_HF_CODEGEN_MP)
+            return ob_err(OB_ERR_FORMAT, "%s: n_head %lld is not a multiple of CodeGen's %d model-parallel chunks",
+                          path, (long long)cfg->n_head, OB_HF_CODEGEN_MP);
+        break;
     default: break;
     }
 
@@ -294,7 +330,7 @@ int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
 
 /* ---- tensor names ---- */
 
-typedef enum dim { X_0, X_V, X_E, X_F, X_Q, X_KV, X_QKV, X_P } dim;
+typedef enum dim { X_0, X_V, X_E, X_F, X_Q, X_KV, X_QKV, X_P, X_P2 } dim;
 typedef enum need {
     N_REQ,  /* always there */
     N_OPT,  /* may be absent (lm_head of a tied model) */
@@ -318,6 +354,8 @@ typedef struct tmap {
 #define TR OB_HF_XF_TRANSPOSE
 #define QG OB_HF_XF_QKV_GROUPS
 #define P1 OB_HF_XF_ADD_ONE
+#define PO OB_HF_XF_POS_OFFSET
+#define CG OB_HF_XF_CODEGEN_QKV
 
 /* llama.cpp's names (gguf-py tensor_mapping.py) for each family's tensors. */
 static const tmap g_map[] = {
@@ -476,11 +514,72 @@ static const tmap g_map[] = {
     L(OB_HF_NEMOTRON, "post_attention_layernorm.bias", "ffn_norm.bias", X_E, X_0, NX, N_REQ),
     L(OB_HF_NEMOTRON, "mlp.up_proj.weight", "ffn_up.weight", X_F, X_E, NX, N_REQ),
     L(OB_HF_NEMOTRON, "mlp.down_proj.weight", "ffn_down.weight", X_E, X_F, NX, N_REQ),
+
+    /* OPT: learned positions whose first OB_HF_OPT_POS_OFFSET rows are dropped, biases (enable_bias) */
+    G(OB_HF_OPT, "model.decoder.embed_tokens.weight", "token_embd.weight", X_V, X_E, NX, N_REQ),
+    G(OB_HF_OPT, "model.decoder.embed_positions.weight", "position_embd.weight", X_P2, X_E, PO, N_REQ),
+    G(OB_HF_OPT, "model.decoder.final_layer_norm.weight", "output_norm.weight", X_E, X_0, NX, N_REQ),
+    G(OB_HF_OPT, "model.decoder.final_layer_norm.bias", "output_norm.bias", X_E, X_0, NX, N_REQ),
+    G(OB_HF_OPT, "lm_head.weight", "output.weight", X_V, X_E, NX, N_OPT),
+    L(OB_HF_OPT, "self_attn_layer_norm.weight", "attn_norm.weight", X_E, X_0, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn_layer_norm.bias", "attn_norm.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn.q_proj.weight", "attn_q.weight", X_Q, X_E, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn.q_proj.bias", "attn_q.bias", X_Q, X_0, NX, N_BIAS),
+    L(OB_HF_OPT, "self_attn.k_proj.weight", "attn_k.weight", X_KV, X_E, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn.k_proj.bias", "attn_k.bias", X_KV, X_0, NX, N_BIAS),
+    L(OB_HF_OPT, "self_attn.v_proj.weight", "attn_v.weight", X_KV, X_E, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn.v_proj.bias", "attn_v.bias", X_KV, X_0, NX, N_BIAS),
+    L(OB_HF_OPT, "self_attn.out_proj.weight", "attn_output.weight", X_E, X_Q, NX, N_REQ),
+    L(OB_HF_OPT, "self_attn.out_proj.bias", "attn_output.bias", X_E, X_0, NX, N_BIAS),
+    L(OB_HF_OPT, "final_layer_norm.weight", "ffn_norm.weight", X_E, X_0, NX, N_REQ),
+    L(OB_HF_OPT, "final_layer_norm.bias", "ffn_norm.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_OPT, "fc1.weight", "ffn_up.weight", X_F, X_E, NX, N_REQ),
+    L(OB_HF_OPT, "fc1.bias", "ffn_up.bias", X_F, X_0, NX, N_BIAS),
+    L(OB_HF_OPT, "fc2.weight", "ffn_down.weight", X_E, X_F, NX, N_REQ),
+    L(OB_HF_OPT, "fc2.bias", "ffn_down.bias", X_E, X_0, NX, N_BIAS),
+
+    /* CodeGen: GPT-J's block with one fused qkv_proj (regrouped to [q | k | v]), biased lm_head */
+    G(OB_HF_CODEGEN, "transformer.wte.weight", "token_embd.weight", X_V, X_E, NX, N_REQ),
+    G(OB_HF_CODEGEN, "transformer.ln_f.weight", "output_norm.weight", X_E, X_0, NX, N_REQ),
+    G(OB_HF_CODEGEN, "transformer.ln_f.bias", "output_norm.bias", X_E, X_0, NX, N_REQ),
+    G(OB_HF_CODEGEN, "lm_head.weight", "output.weight", X_V, X_E, NX, N_OPT),
+    G(OB_HF_CODEGEN, "lm_head.bias", "output.bias", X_V, X_0, NX, N_OPT),
+    L(OB_HF_CODEGEN, "ln_1.weight", "attn_norm.weight", X_E, X_0, NX, N_REQ),
+    L(OB_HF_CODEGEN, "ln_1.bias", "attn_norm.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_CODEGEN, "attn.qkv_proj.weight", "attn_qkv.weight", X_QKV, X_E, CG, N_REQ),
+    L(OB_HF_CODEGEN, "attn.out_proj.weight", "attn_output.weight", X_E, X_Q, NX, N_REQ),
+    L(OB_HF_CODEGEN, "mlp.fc_in.weight", "ffn_up.weight", X_F, X_E, NX, N_REQ),
+    L(OB_HF_CODEGEN, "mlp.fc_in.bias", "ffn_up.bias", X_F, X_0, NX, N_REQ),
+    L(OB_HF_CODEGEN, "mlp.fc_out.weight", "ffn_down.weight", X_E, X_F, NX, N_REQ),
+    L(OB_HF_CODEGEN, "mlp.fc_out.bias", "ffn_down.bias", X_E, X_0, NX, N_REQ),
+
+    /* BLOOM: LayerNorm after the embeddings, per-head fused qkv (regrouped like GPT-NeoX's), no positions */
+    G(OB_HF_BLOOM, "transformer.word_embeddings.weight", "token_embd.weight", X_V, X_E, NX, N_REQ),
+    G(OB_HF_BLOOM, "transformer.word_embeddings_layernorm.weight", "token_embd_norm.weight", X_E, X_0, NX, N_REQ),
+    G(OB_HF_BLOOM, "transformer.word_embeddings_layernorm.bias", "token_embd_norm.bias", X_E, X_0, NX, N_REQ),
+    G(OB_HF_BLOOM, "transformer.ln_f.weight", "output_norm.weight", X_E, X_0, NX, N_REQ),
+    G(OB_HF_BLOOM, "transformer.ln_f.bias", "output_norm.bias", X_E, X_0, NX, N_REQ),
+    G(OB_HF_BLOOM, "lm_head.weight", "output.weight", X_V, X_E, NX, N_OPT),
+    L(OB_HF_BLOOM, "input_layernorm.weight", "attn_norm.weight", X_E, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "input_layernorm.bias", "attn_norm.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "self_attention.query_key_value.weight", "attn_qkv.weight", X_QKV, X_E, QG, N_REQ),
+    L(OB_HF_BLOOM, "self_attention.query_key_value.bias", "attn_qkv.bias", X_QKV, X_0, QG, N_REQ),
+    L(OB_HF_BLOOM, "self_attention.dense.weight", "attn_output.weight", X_E, X_Q, NX, N_REQ),
+    L(OB_HF_BLOOM, "self_attention.dense.bias", "attn_output.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "post_attention_layernorm.weight", "ffn_norm.weight", X_E, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "post_attention_layernorm.bias", "ffn_norm.bias", X_E, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "mlp.dense_h_to_4h.weight", "ffn_up.weight", X_F, X_E, NX, N_REQ),
+    L(OB_HF_BLOOM, "mlp.dense_h_to_4h.bias", "ffn_up.bias", X_F, X_0, NX, N_REQ),
+    L(OB_HF_BLOOM, "mlp.dense_4h_to_h.weight", "ffn_down.weight", X_E, X_F, NX, N_REQ),
+    L(OB_HF_BLOOM, "mlp.dense_4h_to_h.bias", "ffn_down.bias", X_E, X_0, NX, N_REQ),
 };
 
 static const char *layer_prefix(ob_hf_arch a) {
     switch (a) {
     case OB_HF_GPTNEOX: return "gpt_neox.layers.";
+    case OB_HF_OPT: return "model.decoder.layers.";
+    case OB_HF_CODEGEN:
+    case OB_HF_BLOOM:
     case OB_HF_GPT2:
     case OB_HF_BIGCODE:
     case OB_HF_FALCON:
@@ -498,6 +597,7 @@ static int64_t dim_of(const ob_hf_config *c, dim d) {
     case X_KV: return c->n_head_kv * c->head_dim;
     case X_QKV: return (c->n_head + 2 * c->n_head_kv) * c->head_dim;
     case X_P: return c->n_ctx;
+    case X_P2: return c->n_ctx + OB_HF_OPT_POS_OFFSET;
     default: return 0;
     }
 }
@@ -505,7 +605,7 @@ static int64_t dim_of(const ob_hf_config *c, dim d) {
 /* Buffers some checkpoints save beside the weights: causal masks and
  * cached RoPE tables, recomputed by the engine. */
 static bool is_buffer(const char *rest) {
-    static const char *const ends[] = {".inv_freq", "masked_bias", "attn.bias", "attention.bias"};
+    static const char *const ends[] = {".inv_freq", "masked_bias", "attn.bias", "attention.bias", "causal_mask"};
     size_t n = strlen(rest);
     for (size_t i = 0; i < OB_ARRAY_LEN(ends); i++) {
         size_t k = strlen(ends[i]);
@@ -604,4 +704,30 @@ int64_t ob_hf_gpt_qkv_src_row(const ob_hf_config *cfg, int64_t r) {
         j = g + 1;
     }
     return (group * (g + 2) + j) * hd + r % hd;
+}
+
+bool ob_hf_gpt_moves_rows(ob_hf_xform xf) {
+    return xf == OB_HF_XF_QKV_GROUPS || xf == OB_HF_XF_POS_OFFSET || xf == OB_HF_XF_CODEGEN_QKV;
+}
+
+int64_t ob_hf_gpt_dropped_rows(ob_hf_xform xf) { return xf == OB_HF_XF_POS_OFFSET ? OB_HF_OPT_POS_OFFSET : 0; }
+
+/* CodeGen (transformers' CodeGenAttention): the projection's 3 E outputs
+ * are OB_HF_CODEGEN_MP chunks of 3 E / MP, each chunk its share of the
+ * queries, then of the values, then of the keys (E / MP each); head h's
+ * rows are the (h % (n_head / MP))-th of chunk h / (n_head / MP). */
+static int64_t codegen_src_row(const ob_hf_config *cfg, int64_t r) {
+    const int64_t E = cfg->n_head * cfg->head_dim, local = E / OB_HF_CODEGEN_MP;
+    const int64_t part = r / E, i = r % E;     /* output part: 0 q, 1 k, 2 v */
+    static const int64_t slot_of[3] = {0, 2, 1}; /* where q, k, v sit in a chunk */
+    return (i / local) * 3 * local + slot_of[part] * local + i % local;
+}
+
+int64_t ob_hf_gpt_src_row(const ob_hf_config *cfg, ob_hf_xform xf, int64_t r) {
+    switch (xf) {
+    case OB_HF_XF_QKV_GROUPS: return ob_hf_gpt_qkv_src_row(cfg, r);
+    case OB_HF_XF_POS_OFFSET: return r + OB_HF_OPT_POS_OFFSET;
+    case OB_HF_XF_CODEGEN_QKV: return codegen_src_row(cfg, r);
+    default: return r;
+    }
 }

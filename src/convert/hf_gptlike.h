@@ -2,9 +2,9 @@
  * hf_gptlike.h - the converter's knowledge of the GPT-lineage families
  * (LayerNorm decoders whose checkpoints do not use the Llama layout):
  * StableLM, GPT-NeoX, GPT-2, StarCoder2, GPTBigCode, Falcon, GPT-J, Cohere,
- * Nemotron. hf_config.c hands their config.json here, convert.c asks here
- * for each tensor's GGUF name and how its data is rearranged. Private to
- * src/convert.
+ * Nemotron, OPT, CodeGen, BLOOM. hf_config.c hands their config.json
+ * here, convert.c asks here for each tensor's GGUF name and how its data is
+ * rearranged. Private to src/convert.
  */
 #ifndef OB_CONVERT_HF_GPTLIKE_H
 #define OB_CONVERT_HF_GPTLIKE_H
@@ -22,7 +22,15 @@ typedef enum ob_hf_xform {
     OB_HF_XF_TRANSPOSE,  /* GPT-2's Conv1D: the source is [in, out]; GGUF rows are the out dimension */
     OB_HF_XF_QKV_GROUPS, /* fused qkv rows [n_head_kv][q of the group, k, v][head_dim] -> [Q | K | V] */
     OB_HF_XF_ADD_ONE,    /* Nemotron's LayerNorm1P: written as 1 + w, as llama.cpp does */
+    OB_HF_XF_POS_OFFSET, /* OPT's positions: the first OB_HF_OPT_POS_OFFSET rows dropped, so row p is position p */
+    OB_HF_XF_CODEGEN_QKV, /* CodeGen's qkv_proj rows [4 chunks][q, v, k][n_head/4 heads][head_dim] -> [Q | K | V] */
 } ob_hf_xform;
+
+/* OPT's learned positions are shifted: position p uses row p + 2 (a
+ * leftover of fairseq's padding index). */
+#define OB_HF_OPT_POS_OFFSET 2
+/* CodeGen's qkv_proj is split into this many model-parallel chunks. */
+#define OB_HF_CODEGEN_MP 4
 
 /* One source tensor's place in the GGUF file. */
 typedef struct ob_hf_gmap {
@@ -50,5 +58,11 @@ int ob_hf_gpt_check(const ob_hf_config *cfg, bool (*has)(const void *ctx, const 
 int ob_hf_gpt_keys(const ob_hf_config *cfg, ob_gguf_writer *w);
 /* OB_HF_XF_QKV_GROUPS: the source row of output row r. */
 int64_t ob_hf_gpt_qkv_src_row(const ob_hf_config *cfg, int64_t r);
+/* Whether `xf` moves rows (QKV_GROUPS, POS_OFFSET, CODEGEN_QKV), and the
+ * source row of output row r under it (a bias's elements move like rows). */
+bool ob_hf_gpt_moves_rows(ob_hf_xform xf);
+int64_t ob_hf_gpt_src_row(const ob_hf_config *cfg, ob_hf_xform xf, int64_t r);
+/* Source rows the GGUF tensor leaves out (OPT's position offset), else 0. */
+int64_t ob_hf_gpt_dropped_rows(ob_hf_xform xf);
 
 #endif

@@ -30,6 +30,9 @@ typedef enum ob_hf_arch {
     /* GPT lineage: LayerNorm decoders in their own layouts (hf_gptlike.c) */
     OB_HF_STABLELM, OB_HF_GPTNEOX, OB_HF_GPT2, OB_HF_STARCODER2, OB_HF_BIGCODE, OB_HF_FALCON, OB_HF_GPTJ,
     OB_HF_COHERE, OB_HF_NEMOTRON,
+    OB_HF_OPT,     /* learned positions (offset 2, dropped at conversion), ReLU MLP */
+    OB_HF_CODEGEN, /* GPT-J block; qkv_proj in 4 model-parallel chunks of (q, v, k); written as `gptj` */
+    OB_HF_BLOOM,   /* ALiBi, embedding LayerNorm, per-head fused qkv */
     /* Llama lineage, run by src/model/llama_variants.c */
     OB_HF_OLMO2,    /* post-norms only, q/k RMSNorm over the whole projections, NeoX RoPE */
     OB_HF_SMOLLM3,  /* llama, no RoPE on every 4th layer */
@@ -38,6 +41,7 @@ typedef enum ob_hf_arch {
     OB_HF_SEED_OSS, /* q/k/v biases, NeoX RoPE; pre-FFN norm written as post_attention_norm */
     OB_HF_OLMO,     /* LayerNorm without weight or bias */
     OB_HF_GLM4,     /* post-norms, fused gate_up, q/k/v biases, partial interleaved RoPE */
+    OB_HF_BITNET,   /* BitNet b1.58: sub-norms before o_proj and down_proj, relu2(gate) * up, NeoX RoPE */
     /* mixtures of experts, run by src/model/moe.c */
     OB_HF_OLMOE,      /* q/k RMSNorm over the whole projections, NeoX RoPE, top-k not renormalised */
     OB_HF_GRANITEMOE, /* granite's multipliers; experts stacked in input_linear (gate; up) and output_linear */

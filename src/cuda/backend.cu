@@ -684,6 +684,7 @@ static int backend_init(cuda_backend *c) {
         c->mmq_blocks = getenv("OB_CUDA_MMQ_BLOCKS") ? atoi(getenv("OB_CUDA_MMQ_BLOCKS")) : 4;
         c->mmq_split = getenv("OB_CUDA_MMQ_SPLIT") ? atoi(getenv("OB_CUDA_MMQ_SPLIT")) : 0;
         if (c->mmq_blocks < 1) c->mmq_blocks = 4;
+        c->mmq_bm = getenv("OB_CUDA_MMQ_BM") ? atoi(getenv("OB_CUDA_MMQ_BM")) : 64;
     }
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);

@@ -146,6 +146,7 @@ typedef struct cuda_backend {
      * OB_CUDA_MMQ_SPLIT is set; partial sums in mmq_scratch. */
     bool mmq;
     int mmq_max, mmq_blocks, mmq_split;
+    int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
     void *mmq_scratch;
     size_t mmq_scratch_bytes;
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */

@@ -45,7 +45,6 @@
 #define OB_HAVE_IMMA 1
 #endif
 
-#define MMQ_BM 32          /* weight rows per block */
 #define MMQ_BK 256         /* elements per step */
 #define MMQ_LDS (MMQ_BK + 16) /* bytes per shared row: 68 words, so fragment loads hit 32 banks */
 #define MMQ_THREADS 256
@@ -228,35 +227,41 @@ template <> struct mmq_w<OB_TYPE_Q8_0> {
 
 /* ---- the kernel ---- */
 
-template <int BN> struct mmq_smem {
-    int8_t w[MMQ_BM][MMQ_LDS];
+template <int BM, int BN> struct mmq_smem {
+    int8_t w[BM][MMQ_LDS];
     int8_t x[BN][MMQ_LDS];
-    float wd[MMQ_BM][16]; /* scale per 16 elements */
-    float wm[MMQ_BM][8];  /* offset factor per 32 */
-    float2 xd[BN][8];     /* activation scale and scaled sum per 32 */
+    /* scales stored piece-major (a warp's fragment reads 8 consecutive rows or 4 tokens of one
+     * piece: one shared-memory wavefront) with a padded row (the decode's stores spread over banks) */
+    float wd[16][BM + 1]; /* weight scale per 16 elements */
+    float wm[8][BM + 1];  /* weight offset factor per 32 */
+    float2 xd[8][BN + 1]; /* activation scale and scaled sum per 32 */
 };
 
 /* out[t][r] (S == 1) or part[z][t][r] = the block's share of sum_k w[r][k] x[t][k].
  * Grid: (row blocks, token blocks, S); steps kb0 .. kb1 of the row for split z. */
-template <int T, int BN>
-__global__ void __launch_bounds__(MMQ_THREADS)
+template <int T, int BM, int BN>
+__global__ void __launch_bounds__(MMQ_THREADS, 2)
     mmq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nout, int nsteps, q8_act a, int n,
                const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, float *__restrict__ part) {
     typedef mmq_w<T> W;
-    constexpr int WC = 4, TW = BN / WC, NT = TW / 8; /* warps along tokens, tokens a warp, n8 tiles a warp */
-    __shared__ __align__(16) mmq_smem<BN> s;
+    /* warps: WR along rows (16 rows each), WC along tokens (TW tokens, NT tiles of 8 each);
+     * every thread decodes PPT pieces a step */
+    constexpr int WR = BM / 16, WC = (MMQ_THREADS / OB_WARP) / WR, TW = BN / WC, NT = TW / 8, PPT = BM / 32;
+    static_assert(WR * WC == MMQ_THREADS / OB_WARP && NT >= 1 && TW % 8 == 0, "mmq tile");
+    __shared__ __align__(16) mmq_smem<BM, BN> s;
     const int tid = threadIdx.x, warp = tid / OB_WARP, lane = tid % OB_WARP;
     const int g = lane / 4, tig = lane % 4;
-    const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * BN;
+    const int row0 = blockIdx.x * BM, tok0 = blockIdx.y * BN;
     const int per = (nsteps + (int)gridDim.z - 1) / (int)gridDim.z;
     const int kb0 = (int)blockIdx.z * per, kb1 = min(nsteps, kb0 + per);
 
-    /* this thread's piece: row lr, piece p */
-    const int lr = tid / 8, p = tid % 8;
-    const int wrow = min(row0 + lr, nout - 1); /* rows past the end read the last row; never stored */
-    const uint8_t *wp = w + (size_t)wrow * nb1;
-    /* activations: thread copies 16 bytes (BN * 16 of them per step) */
-    const int wr = warp % 2, wc = warp / 2; /* warp's rows wr*16.., tokens wc*TW.. */
+    /* this thread's pieces: piece p of rows tid / 8 + 32 u (rows past the end read the last
+     * row and are never stored) */
+    const int p = tid % 8;
+    const uint8_t *wp[PPT];
+#pragma unroll
+    for (int u = 0; u < PPT; u++) wp[u] = w + (size_t)min(row0 + tid / 8 + 32 * u, nout - 1) * nb1;
+    const int wr = warp % WR, wc = warp / WR; /* warp's rows wr*16.., tokens wc*TW.. */
 
     float acc[NT][4];
 #pragma unroll
@@ -264,7 +269,7 @@ __global__ void __launch_bounds__(MMQ_THREADS)
 
     /* the step's raw weight bytes, activation bytes and activation scales, in registers */
     constexpr int XV = BN * 16 / MMQ_THREADS, XD = BN * 8 / MMQ_THREADS;
-    typename W::raw r;
+    typename W::raw r[PPT];
     int4 xv[XV];
     float2 xdv[XD];
     auto load_x = [&](int kb) {
@@ -281,21 +286,25 @@ __global__ void __launch_bounds__(MMQ_THREADS)
                                   : make_float2(0.0f, 0.0f);
         }
     };
-    if (kb0 < kb1) W::load(wp, kb0, p, r);
+    if (kb0 < kb1)
+#pragma unroll
+        for (int u = 0; u < PPT; u++) W::load(wp[u], kb0, p, r[u]);
     ob_pdl_wait(); /* weights in flight; the activations are the previous kernel's output */
     if (kb0 < kb1) load_x(kb0);
     for (int kb = kb0; kb < kb1; kb++) {
         /* this step's pieces and activations into shared memory */
-        {
+#pragma unroll
+        for (int u = 0; u < PPT; u++) {
+            const int lr = tid / 8 + 32 * u;
             uint32_t q[8];
             float dw[2], mw;
-            W::decode(r, p, q, dw, mw);
+            W::decode(r[u], p, q, dw, mw);
             uint4 *dst = (uint4 *)&s.w[lr][32 * p];
             dst[0] = make_uint4(q[0], q[1], q[2], q[3]);
             dst[1] = make_uint4(q[4], q[5], q[6], q[7]);
-            s.wd[lr][2 * p] = dw[0];
-            s.wd[lr][2 * p + 1] = dw[1];
-            s.wm[lr][p] = mw;
+            s.wd[2 * p][lr] = dw[0];
+            s.wd[2 * p + 1][lr] = dw[1];
+            s.wm[p][lr] = mw;
         }
 #pragma unroll
         for (int u = 0; u < XV; u++) {
@@ -305,12 +314,13 @@ __global__ void __launch_bounds__(MMQ_THREADS)
 #pragma unroll
         for (int u = 0; u < XD; u++) {
             const int i = tid + u * MMQ_THREADS;
-            s.xd[i / 8][i % 8] = xdv[u];
+            s.xd[i % 8][i / 8] = xdv[u];
         }
         __syncthreads();
         /* the next step's bytes in flight while this one is multiplied */
         if (kb + 1 < kb1) {
-            W::load(wp, kb + 1, p, r);
+#pragma unroll
+            for (int u = 0; u < PPT; u++) W::load(wp[u], kb + 1, p, r[u]);
             load_x(kb + 1);
         }
 
@@ -321,7 +331,7 @@ __global__ void __launch_bounds__(MMQ_THREADS)
                 const int k0 = 32 * q + 4 * tig;
                 const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
                 const uint32_t a2 = *(const uint32_t *)&s.w[ra][k0 + 16], a3 = *(const uint32_t *)&s.w[rb][k0 + 16];
-                const float dwa = s.wd[ra][2 * q], dwb = s.wd[rb][2 * q], mwa = s.wm[ra][q], mwb = s.wm[rb][q];
+                const float dwa = s.wd[2 * q][ra], dwb = s.wd[2 * q][rb], mwa = s.wm[q][ra], mwb = s.wm[q][rb];
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     const int tb = wc * TW + 8 * j;
@@ -329,7 +339,7 @@ __global__ void __launch_bounds__(MMQ_THREADS)
                     const uint32_t b1 = *(const uint32_t *)&s.x[tb + g][k0 + 16];
                     int c[4];
                     imma_k32(c, a0, a1, a2, a3, b0, b1);
-                    const float2 x0 = s.xd[tb + 2 * tig][q], x1 = s.xd[tb + 2 * tig + 1][q];
+                    const float2 x0 = s.xd[q][tb + 2 * tig], x1 = s.xd[q][tb + 2 * tig + 1];
                     acc[j][0] += (float)c[0] * dwa * x0.x + mwa * x0.y;
                     acc[j][1] += (float)c[1] * dwa * x1.x + mwa * x1.y;
                     acc[j][2] += (float)c[2] * dwb * x0.x + mwb * x0.y;
@@ -341,14 +351,14 @@ __global__ void __launch_bounds__(MMQ_THREADS)
             for (int h = 0; h < 16; h++) {
                 const int k0 = 16 * h + 4 * tig, q = h / 2;
                 const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
-                const float dwa = s.wd[ra][h], dwb = s.wd[rb][h];
+                const float dwa = s.wd[h][ra], dwb = s.wd[h][rb];
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     const int tb = wc * TW + 8 * j;
                     const uint32_t b0 = *(const uint32_t *)&s.x[tb + g][k0];
                     int c[4];
                     imma_k16(c, a0, a1, b0);
-                    const float x0 = s.xd[tb + 2 * tig][q].x, x1 = s.xd[tb + 2 * tig + 1][q].x;
+                    const float x0 = s.xd[q][tb + 2 * tig].x, x1 = s.xd[q][tb + 2 * tig + 1].x;
                     acc[j][0] += (float)c[0] * dwa * x0;
                     acc[j][1] += (float)c[1] * dwa * x1;
                     acc[j][2] += (float)c[2] * dwb * x0;
@@ -402,12 +412,12 @@ bool cuda_mmq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     }
 }
 
-template <int T, int BN>
+template <int T, int BM, int BN>
 static int mmq_launch(cuda_backend *c, const ob_tensor *w, const q8_act &a, int n, const float *bias, float *out,
                       int64_t ldo) {
     const int64_t nin = w->ne[0], nout = w->ne[1];
     const int nsteps = (int)(nin / MMQ_BK);
-    const unsigned gx = (unsigned)ob_div_up((size_t)nout, MMQ_BM), gy = (unsigned)ob_div_up((size_t)n, BN);
+    const unsigned gx = (unsigned)ob_div_up((size_t)nout, BM), gy = (unsigned)ob_div_up((size_t)n, BN);
     /* split the steps until the grid has about mmq_blocks blocks per SM (two steps a split at least) */
     int S = c->mmq_split;
     if (S <= 0) {
@@ -424,7 +434,7 @@ static int mmq_launch(cuda_backend *c, const ob_tensor *w, const q8_act &a, int 
     }
     const dim3 grid(gx, gy, (unsigned)S);
     c->rec_pdl = c->pdl;
-    OB_TRY(cuda_launch(c, mmq_kernel<T, BN>, grid, MMQ_THREADS, 0, (const uint8_t *)w->data, w->nb[1], (int)nout,
+    OB_TRY(cuda_launch(c, mmq_kernel<T, BM, BN>, grid, MMQ_THREADS, 0, (const uint8_t *)w->data, w->nb[1], (int)nout,
                        nsteps, a, n, S > 1 ? NULL : bias, out, ldo, part));
     if (S > 1) {
         const int64_t total = (int64_t)n * nout;
@@ -444,13 +454,17 @@ int cuda_mmq_matmul(cuda_backend *c, const ob_tensor *w, const q8_act &a0, int64
         a.dx += t0 * a.ldd;
         float *o = out + t0 * ldo;
         switch ((int)w->type) {
-#define OB_M(T)                                                                  \
-    case T:                                                                      \
-        if (nt <= 32) OB_TRY((mmq_launch<T, 32>(c, w, a, nt, bias, o, ldo)));    \
-        else OB_TRY((mmq_launch<T, 64>(c, w, a, nt, bias, o, ldo)));             \
+#define OB_MB(T, BM)                                                                  \
+    if (nt <= 32) OB_TRY((mmq_launch<T, BM, 32>(c, w, a, nt, bias, o, ldo)));         \
+    else OB_TRY((mmq_launch<T, BM, 64>(c, w, a, nt, bias, o, ldo)));
+#define OB_M(T)                                                                       \
+    case T:                                                                           \
+        if (c->mmq_bm >= 64) { OB_MB(T, 64) }                                         \
+        else { OB_MB(T, 32) }                                                         \
         break;
             OB_M(OB_TYPE_Q4_K) OB_M(OB_TYPE_Q5_K) OB_M(OB_TYPE_Q6_K) OB_M(OB_TYPE_Q4_0) OB_M(OB_TYPE_Q8_0)
 #undef OB_M
+#undef OB_MB
         default: return ob_cuda_err(OB_ERR_INTERNAL, "mmq: type %d", (int)w->type);
         }
     }

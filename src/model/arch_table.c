@@ -82,6 +82,12 @@ static const ob_arch_info g_rows[] = {
      VERIFIED(TF, "deepseek_v3", 1.31e-5, CPU),
      "MLA in llama.cpp's absorbed form (attn_k_b / attn_v_b), 8 experts of width 32 in 2 groups, top-2, scale 2.5, "
      "1 shared; run by deepseek2.c. Not yet: YaRN (DeepSeek's mscale), DeepSeek-V2 softmax routing, CUDA"},
+    {"bitnet", NULL,
+     "BitNet b1.58 (transformers' BitNetForCausalLM: Llama layout, RMSNorm before o_proj and before down_proj, "
+     "relu2(gate) * up, ternary weights)",
+     VERIFIED(TF, "bitnet", 1.44e-6, CPU),
+     "NeoX RoPE, 2 KV heads, untied; also TQ1_0/TQ2_0 (bitnet_tq: weights exact, 8-bit activations, worst 0.048); "
+     "run by llama_variants.c; quantization_config (BitLinear) refused"},
     /* GPT lineage (gptlike.c) */
     {"stablelm", NULL, "StableLM 2 / 3B-4E1T (LayerNorm with bias, gated SiLU MLP, partial NeoX rotary, q/k/v biases)",
      VERIFIED(TF, "stablelm", 2.87e-6, CPU), "partial rotary 0.25 (4 of 16 dims), 2 KV heads, sequential residual"},
@@ -107,11 +113,17 @@ static const ob_arch_info g_rows[] = {
     {"nemotron", NULL,
      "Nemotron (LayerNorm1P with bias, stored as 1 + w; squared-ReLU MLP without gate; partial NeoX rotary)",
      VERIFIED(TF, "nemotron", 3.35e-6, CPU), "partial rotary 0.5 (8 of 16 dims), head_dim given, 2 KV heads"},
+    {"opt", NULL, "OPT (pre-LayerNorm, learned positions with HF's offset of 2 dropped by the converter, ReLU MLP)",
+     VERIFIED(TF, "opt", 1.92e-6, CPU),
+     "biases everywhere, tied; opt-350m's post-LayerNorm and word_embed_proj_dim != hidden_size are refused"},
+    {"codegen", "gptj", "CodeGen (GPT-J's block; qkv_proj in 4 model-parallel chunks of q, v, k)",
+     VERIFIED(TF, "codegen", 1.25e-6, CPU),
+     "written as `gptj` with qkv_proj regrouped to attn_qkv [q | k | v]; rotary_dim 8 of 16, gelu_new, lm_head bias"},
+    {"bloom", NULL, "BLOOM (ALiBi instead of positions, LayerNorm after the embeddings, per-head fused qkv)",
+     VERIFIED(TF, "bloom bloom_h6", 1.86e-6, CPU),
+     "4 and 6 heads (6: the second ALiBi slope series), max bias 8 as llama.cpp; qkv regrouped to [q | k | v], "
+     "tanh GELU, tied; apply_residual_connection_post_layernorm is refused"},
     /* (end of the GPT lineage) */
-    {"opt", NULL, "OPT (learned positions with offset)", MISSING, "no loader"},
-    {"codegen", NULL, "CodeGen (fused projection in q, v, k order)", MISSING, "no loader"},
-    {"bloom", NULL, "BLOOM (ALiBi, embedding LayerNorm)", MISSING, "no loader"},
-    {"bitnet", NULL, "BitNet b1.58 (ternary weights, sub-layer norms, squared ReLU)", MISSING, "no loader"},
     {"bert", NULL, "BERT encoders (embeddings)", MISSING, "no loader"},
     {"nomic-bert", NULL, "nomic-embed (rotary BERT, SwiGLU)", MISSING, "no loader"},
     {"modernbert", NULL, "ModernBERT (alternating local/global attention, GeGLU)", MISSING, "no loader"},

@@ -14,6 +14,11 @@
  *   command-r   Cohere: LayerNorm without bias, parallel SwiGLU, logit_scale, interleaved RoPE
  *   nemotron    Nemotron: LayerNorm1P (the file holds 1 + w), squared-ReLU MLP, partial NeoX RoPE
  *   phi2        Phi-2: one norm, parallel attention and MLP, partial NeoX RoPE, biased output
+ *   opt         OPT: GPT-2's block in nn.Linear form with separate q/k/v, ReLU MLP; learned
+ *               positions whose offset of 2 the converter removed (row p is position p)
+ *   bloom       BLOOM: ALiBi instead of positions, LayerNorm after the embeddings, fused qkv,
+ *               tanh GELU
+ * (CodeGen has no row: the converter writes it as a gptj file.)
  *
  * Per layer of a batch x [n, n_embd]:
  *     h = layernorm(x) * w (+ b)
@@ -23,7 +28,8 @@
  *     sequential: x = x + a;  x = x + mlp(layernorm_ffn(x))
  *     parallel:   x = x + a + mlp(layernorm_ffn(x) if the layer has ffn_norm (gptneox), else h)
  *     mlp(u) = (act(u Wgate) * (u Wup)) Wdown (stablelm, command-r) or act(u Wup + bup) Wdown + bdown
- * with x = embd[tokens] (+ position_embd[pos] for gpt2/starcoder) first and
+ * with x = embd[tokens] (+ position_embd[pos] for gpt2/starcoder/opt; then layernorm(x) *
+ * token_embd_norm (+ b) for bloom) first, attention scores + ALiBi for bloom, and
  * logits = (layernorm(x) * w (+ b)) Wout (+ bout), times logit_scale (command-r).
  */
 #include <math.h>
@@ -34,9 +40,18 @@
 #include "../core/status.h"
 #include "model.h"
 
+typedef enum gl_pos {
+    POS_LEARNED, /* position_embd.weight added to the embeddings */
+    POS_ROPE,    /* rotary q and k */
+    POS_ALIBI,   /* a per-head linear bias on the attention scores (max bias 8, as llama.cpp) */
+} gl_pos;
+
+/* BLOOM's ALiBi maximum bias: llama.cpp hard-codes it for the architecture, as do we. */
+#define GL_ALIBI_MAX_BIAS 8.0f
+
 typedef struct gl_family {
     const char *arch;
-    bool rope;             /* rotary positions (else learned: position_embd.weight) */
+    gl_pos pos;
     ob_rope_mode rope_mode;
     bool gated;            /* ffn_gate: act(gate) * up */
     ob_act act;
@@ -45,16 +60,18 @@ typedef struct gl_family {
 } gl_family;
 
 static const gl_family g_families[] = {
-    {"stablelm", true, OB_ROPE_NEOX, true, OB_ACT_SILU, false, true},
-    {"gptneox", true, OB_ROPE_NEOX, false, OB_ACT_GELU_ERF, true, true},
-    {"gpt2", false, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
-    {"starcoder2", true, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
-    {"starcoder", false, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
-    {"falcon", true, OB_ROPE_NEOX, false, OB_ACT_GELU_ERF, true, false},
-    {"gptj", true, OB_ROPE_NORMAL, false, OB_ACT_GELU, true, false},
-    {"command-r", true, OB_ROPE_NORMAL, true, OB_ACT_SILU, true, false},
-    {"nemotron", true, OB_ROPE_NEOX, false, OB_ACT_RELU2, false, false},
-    {"phi2", true, OB_ROPE_NEOX, false, OB_ACT_GELU, true, false},
+    {"stablelm", POS_ROPE, OB_ROPE_NEOX, true, OB_ACT_SILU, false, true},
+    {"gptneox", POS_ROPE, OB_ROPE_NEOX, false, OB_ACT_GELU_ERF, true, true},
+    {"gpt2", POS_LEARNED, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
+    {"starcoder2", POS_ROPE, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
+    {"starcoder", POS_LEARNED, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
+    {"falcon", POS_ROPE, OB_ROPE_NEOX, false, OB_ACT_GELU_ERF, true, false},
+    {"gptj", POS_ROPE, OB_ROPE_NORMAL, false, OB_ACT_GELU, true, false},
+    {"command-r", POS_ROPE, OB_ROPE_NORMAL, true, OB_ACT_SILU, true, false},
+    {"nemotron", POS_ROPE, OB_ROPE_NEOX, false, OB_ACT_RELU2, false, false},
+    {"phi2", POS_ROPE, OB_ROPE_NEOX, false, OB_ACT_GELU, true, false},
+    {"opt", POS_LEARNED, OB_ROPE_NEOX, false, OB_ACT_RELU, false, false},
+    {"bloom", POS_ALIBI, OB_ROPE_NEOX, false, OB_ACT_GELU, false, false},
 };
 
 static const gl_family *family_of(const ob_model_impl *m) {
@@ -87,7 +104,7 @@ static int gl_load(ob_model_impl *m) {
     OB_TRY(parallel_of(m, f, &parallel));
     hp->parallel_residual = parallel;
     OB_TRY(ob_model_load_common(m, "attention.layer_norm_epsilon"));
-    if (f->rope) {
+    if (f->pos == POS_ROPE) {
         OB_TRY(ob_model_load_rope(m, f->rope_mode));
         if (hp->rope_scaling != OB_ROPE_SCALING_NONE)
             return ob_err(OB_ERR_UNSUPPORTED, "%s: RoPE scaling is not supported for this architecture", m->arch_name);
@@ -102,10 +119,12 @@ static int gl_load(ob_model_impl *m) {
     OB_TRY(ob_model_tensor(m, &m->tok_embd, false, 2, any_vocab, "token_embd.weight"));
     hp->n_vocab = m->tok_embd.ne[1];
     int64_t vocab_shape[2] = {E, hp->n_vocab};
-    if (!f->rope) {
+    if (f->pos == POS_LEARNED) {
         int64_t pos_shape[2] = {E, -1};
         OB_TRY(ob_model_tensor(m, &m->pos_embd, false, 2, pos_shape, "position_embd.weight"));
     }
+    OB_TRY(ob_model_tensor(m, &m->tok_embd_norm, f->pos != POS_ALIBI, 1, &E, "token_embd_norm.weight"));
+    OB_TRY(ob_model_tensor(m, &m->tok_embd_norm_b, true, 1, &E, "token_embd_norm.bias"));
     OB_TRY(ob_model_tensor(m, &m->output_norm, false, 1, &E, "output_norm.weight"));
     OB_TRY(ob_model_tensor(m, &m->output_norm_b, true, 1, &E, "output_norm.bias"));
     OB_TRY(ob_model_tensor(m, &m->output, true, 2, vocab_shape, "output.weight"));
@@ -135,7 +154,8 @@ static int gl_load(ob_model_impl *m) {
                                     &L->bk,        &L->bv,          &L->bo,       &L->b_up,       &L->b_down};
         OB_TRY(ob_model_check_f32(small, OB_ARRAY_LEN(small)));
     }
-    const ob_tensor *heads[] = {&m->output_norm, &m->output_norm_b, &m->output_b};
+    const ob_tensor *heads[] = {&m->output_norm, &m->output_norm_b, &m->output_b, &m->tok_embd_norm,
+                                &m->tok_embd_norm_b};
     return ob_model_check_f32(heads, OB_ARRAY_LEN(heads));
 }
 
@@ -186,7 +206,11 @@ static int gl_forward(ob_model_impl *m, const ob_forward_args *a) {
     ob_tensor_f32_2d(&gate, F, n, w), w += n * F;
     ob_tensor_f32_2d(&up, F, n, w);
     ob_attn_params ap = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, 1.0f / sqrtf((float)hp->head_dim),
-                         0.0f, 0.0f};
+                         0.0f, f->pos == POS_ALIBI ? GL_ALIBI_MAX_BIAS : 0.0f};
+    if (f->pos == POS_ALIBI && !ob_backend_has(b, OB_FEATURE_ALIBI))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: the %s backend's attention has no ALiBi", m->arch_name, op->name);
+    if (f->act == OB_ACT_RELU && !ob_backend_has(b, OB_FEATURE_ACT_RELU))
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: the %s backend has no ReLU activation", m->arch_name, op->name);
 
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     if (m->pos_embd.data) {
@@ -197,13 +221,15 @@ static int gl_forward(ob_model_impl *m, const ob_forward_args *a) {
         OB_TRY(op->get_rows(b, &m->pos_embd, a->pos, n, &h));
         OB_TRY(op->add(b, &x, &h, &x));
     }
+    if (m->tok_embd_norm.data)
+        OB_TRY(op->layer_norm(b, &x, &m->tok_embd_norm, opt(&m->tok_embd_norm_b), hp->norm_eps, &x));
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const ob_layer *L = &m->layers[il];
         OB_TRY(op->layer_norm(b, &x, &L->attn_norm, opt(&L->attn_norm_b), hp->norm_eps, &h));
         OB_TRY(op->matmul(b, &L->wq, &h, opt(&L->bq), &q));
         OB_TRY(op->matmul(b, &L->wk, &h, opt(&L->bk), &k));
         OB_TRY(op->matmul(b, &L->wv, &h, opt(&L->bv), &v));
-        if (f->rope) {
+        if (f->pos == POS_ROPE) {
             OB_TRY(op->rope(b, &q, (int)hp->n_head, (int)hp->head_dim, a->pos, &hp->rope));
             OB_TRY(op->rope(b, &k, (int)hp->n_head_kv, (int)hp->head_dim, a->pos, &hp->rope));
         }
@@ -245,3 +271,5 @@ const ob_arch ob_arch_gptj = {"gptj", true, gl_load, gl_work_size, gl_forward};
 const ob_arch ob_arch_command_r = {"command-r", true, gl_load, gl_work_size, gl_forward};
 const ob_arch ob_arch_nemotron = {"nemotron", true, gl_load, gl_work_size, gl_forward};
 const ob_arch ob_arch_phi2 = {"phi2", true, gl_load, gl_work_size, gl_forward};
+const ob_arch ob_arch_opt = {"opt", true, gl_load, gl_work_size, gl_forward};
+const ob_arch ob_arch_bloom = {"bloom", true, gl_load, gl_work_size, gl_forward};

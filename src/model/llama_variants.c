@@ -16,6 +16,10 @@
  *   glm4      sandwich norms: x += norm(attn(norm(x))), x += norm(mlp(norm(x)));
  *             q/k/v biases, gate and up fused in ffn_up (gate rows first),
  *             normal RoPE on the first half of each head
+ *   bitnet    BitNet b1.58 (transformers' BitNetForCausalLM): NeoX RoPE, RMSNorm of the
+ *             attention output before Wo (attn_sub_norm) and of relu(gate)^2 * up before
+ *             Wdown (ffn_sub_norm); the ternary weights are ordinary tensors here (any type,
+ *             TQ1_0/TQ2_0 hold them exactly)
  *
  * Tensor and key names are llama.cpp's for each architecture. Per layer,
  * for a batch of n tokens x [n, n_embd]:
@@ -23,10 +27,12 @@
  *     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
  *     q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm     (olmo2)
  *     q, k = rope(q), rope(k)                    (unless a NoPE layer)
- *     o = attention(q, cache) Wo (+bo); o = rmsnorm(o) * post_attn_norm (olmo2, glm4)
+ *     o = attention(q, cache); o = rmsnorm(o) * attn_sub_norm (bitnet)
+ *     o = o Wo (+bo); o = rmsnorm(o) * post_attn_norm (olmo2, glm4)
  *     x += o
  *     h = norm(x) * ffn_norm                     (x itself for olmo2)
- *     f = mlp(h); f = rmsnorm(f) * post_ffn_norm (olmo2, glm4)
+ *     f = mlp(h) (bitnet: the down projection's input RMSNormed * ffn_sub_norm first)
+ *     f = rmsnorm(f) * post_ffn_norm (olmo2, glm4)
  *     x += f
  * then logits = norm(x[out rows]) * output_norm Wout.
  */
@@ -41,6 +47,7 @@ typedef enum mlp_kind {
     MLP_SWIGLU, /* down(silu(gate(h)) * up(h)) */
     MLP_RELU2,  /* down(relu(up(h))^2) */
     MLP_FUSED,  /* SwiGLU with gate and up in one ffn_up [n_embd, 2 n_ff], gate rows first */
+    MLP_RELU2_GATED, /* down(relu(gate(h))^2 * up(h)) */
 } mlp_kind;
 
 typedef struct variant {
@@ -55,16 +62,18 @@ typedef struct variant {
     bool post_ffn_norm;       /* RMSNorm of the MLP output (post_ffw_norm) */
     mlp_kind mlp;
     int no_rope_step;         /* layers with (il + 1) % step == 0 skip RoPE; 0: all rotate */
+    bool sub_norms;           /* attn_sub_norm before Wo, ffn_sub_norm before Wdown (bitnet) */
 } variant;
 
 static const variant g_variants[] = {
-    {"olmo2", OB_ROPE_NEOX, false, false, true, false, true, NULL, true, MLP_SWIGLU, 0},
-    {"smollm3", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 4},
-    {"arcee", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_RELU2, 0},
-    {"ernie4_5", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 0},
-    {"seed_oss", OB_ROPE_NEOX, false, true, false, true, false, "post_attention_norm", false, MLP_SWIGLU, 0},
-    {"olmo", OB_ROPE_NORMAL, true, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 0},
-    {"glm4", OB_ROPE_NORMAL, false, true, false, true, true, "ffn_norm", true, MLP_FUSED, 0},
+    {"olmo2", OB_ROPE_NEOX, false, false, true, false, true, NULL, true, MLP_SWIGLU, 0, false},
+    {"smollm3", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 4, false},
+    {"arcee", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_RELU2, 0, false},
+    {"ernie4_5", OB_ROPE_NORMAL, false, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 0, false},
+    {"seed_oss", OB_ROPE_NEOX, false, true, false, true, false, "post_attention_norm", false, MLP_SWIGLU, 0, false},
+    {"olmo", OB_ROPE_NORMAL, true, true, false, false, false, "ffn_norm", false, MLP_SWIGLU, 0, false},
+    {"glm4", OB_ROPE_NORMAL, false, true, false, true, true, "ffn_norm", true, MLP_FUSED, 0, false},
+    {"bitnet", OB_ROPE_NEOX, false, true, false, false, false, "ffn_norm", false, MLP_RELU2_GATED, 0, true},
 };
 
 static const variant *variant_of(const ob_model_impl *m) {
@@ -119,6 +128,10 @@ static int variant_load(ob_model_impl *m) {
             OB_TRY(norm_tensor(m, &L->k_norm, false, KV, NAME("attn_k_norm.weight")));
         }
         if (v->post_attn_norm) OB_TRY(norm_tensor(m, &L->post_attn_norm, false, E, NAME("post_attention_norm.weight")));
+        if (v->sub_norms) {
+            OB_TRY(norm_tensor(m, &L->attn_sub_norm, false, Q, NAME("attn_sub_norm.weight")));
+            OB_TRY(norm_tensor(m, &L->ffn_sub_norm, false, F, NAME("ffn_sub_norm.weight")));
+        }
         if (v->ffn_norm && !v->layer_norm) {
             char suffix[64];
             snprintf(suffix, sizeof suffix, "%s.weight", v->ffn_norm);
@@ -134,7 +147,8 @@ static int variant_load(ob_model_impl *m) {
             OB_TRY(ob_model_tensor_rows(m, &L->w_gate, name, 0, F));
             OB_TRY(ob_model_tensor_rows(m, &L->w_up, NAME("ffn_up.weight"), F, F));
         } else {
-            if (v->mlp == MLP_SWIGLU) OB_TRY(ob_model_tensor(m, &L->w_gate, false, 2, sff, "blk.%d.ffn_gate.weight", il));
+            if (v->mlp == MLP_SWIGLU || v->mlp == MLP_RELU2_GATED)
+                OB_TRY(ob_model_tensor(m, &L->w_gate, false, 2, sff, "blk.%d.ffn_gate.weight", il));
             OB_TRY(ob_model_tensor(m, &L->w_up, false, 2, sff, "blk.%d.ffn_up.weight", il));
         }
         OB_TRY(ob_model_tensor(m, &L->w_down, false, 2, sdown, "blk.%d.ffn_down.weight", il));
@@ -202,6 +216,7 @@ static int variant_forward(ob_model_impl *m, const ob_forward_args *a) {
         }
         OB_TRY(op->kv_write(b, a->kv, (int)il, &k, &vv, a->slots));
         OB_TRY(op->attention(b, a->kv, (int)il, &q, a->attn, &ap, &att));
+        if (v->sub_norms) OB_TRY(op->rms_norm(b, &att, &L->attn_sub_norm, hp->norm_eps, Q, &att));
         OB_TRY(op->matmul(b, &L->wo, &att, L->bo.data ? &L->bo : NULL, &h));
         if (v->post_attn_norm) OB_TRY(op->rms_norm(b, &h, &L->post_attn_norm, hp->norm_eps, E, &h));
         OB_TRY(op->add(b, &x, &h, &x));
@@ -218,7 +233,8 @@ static int variant_forward(ob_model_impl *m, const ob_forward_args *a) {
         } else {
             OB_TRY(op->matmul(b, &L->w_gate, in, NULL, &gate));
             OB_TRY(op->matmul(b, &L->w_up, in, NULL, &up));
-            OB_TRY(op->glu(b, OB_ACT_SILU, &gate, &up, &gate));
+            OB_TRY(op->glu(b, v->mlp == MLP_RELU2_GATED ? OB_ACT_RELU2 : OB_ACT_SILU, &gate, &up, &gate));
+            if (v->sub_norms) OB_TRY(op->rms_norm(b, &gate, &L->ffn_sub_norm, hp->norm_eps, F, &gate));
             OB_TRY(op->matmul(b, &L->w_down, &gate, NULL, &h));
         }
         if (v->post_ffn_norm) OB_TRY(op->rms_norm(b, &h, &L->post_ffn_norm, hp->norm_eps, E, &h));
@@ -243,3 +259,4 @@ const ob_arch ob_arch_ernie4_5 = {"ernie4_5", true, variant_load, variant_work_s
 const ob_arch ob_arch_seed_oss = {"seed_oss", true, variant_load, variant_work_size, variant_forward};
 const ob_arch ob_arch_olmo = {"olmo", true, variant_load, variant_work_size, variant_forward};
 const ob_arch ob_arch_glm4 = {"glm4", true, variant_load, variant_work_size, variant_forward};
+const ob_arch ob_arch_bitnet = {"bitnet", true, variant_load, variant_work_size, variant_forward};

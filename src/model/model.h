@@ -65,6 +65,8 @@ typedef struct ob_layer {
     ob_tensor post_ffn_norm;        /* [n_embd] norm of the FFN output (gemma2/3) */
     ob_tensor b_up, b_down;         /* [n_ff], [n_embd] FFN biases (phi2) */
     ob_tensor ffn_norm_b;           /* [n_embd] pre-MLP LayerNorm bias (gptlike.c) */
+    ob_tensor attn_sub_norm;        /* [n_head*hd] RMSNorm before wo (bitnet) */
+    ob_tensor ffn_sub_norm;         /* [n_ff] RMSNorm before w_down (bitnet) */
     /* mixture of experts (moe.c) */
     ob_tensor ffn_gate_inp;         /* [n_embd, n_expert] router */
     ob_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] each: row ranges of the stacked
@@ -95,6 +97,7 @@ typedef struct ob_model {
     ob_tensor output_norm_b; /* [n_embd] LayerNorm bias (phi2), else data == NULL */
     ob_tensor output_b;     /* [n_vocab] output bias (phi2), else data == NULL */
     ob_tensor pos_embd;     /* [n_embd, n_ctx_train] learned positions (gpt2, starcoder), else data == NULL */
+    ob_tensor tok_embd_norm, tok_embd_norm_b; /* [n_embd] LayerNorm after the embeddings (bloom), else data == NULL */
     ob_layer *layers;       /* [n_layer] */
     float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
     ob_tokenizer *tok;      /* NULL when the GGUF has no vocabulary */

@@ -20,6 +20,8 @@ extern const ob_arch ob_arch_olmo2, ob_arch_smollm3, ob_arch_arcee, ob_arch_erni
     ob_arch_glm4, ob_arch_olmoe, ob_arch_granitemoe;
 /* DeepSeek-V3 / R1 / Kimi-K2 (deepseek2.c) */
 extern const ob_arch ob_arch_deepseek2;
+/* OPT, BLOOM (gptlike.c), BitNet (llama_variants.c) */
+extern const ob_arch ob_arch_opt, ob_arch_bloom, ob_arch_bitnet;
 
 /* `llama` files with experts (Mixtral) are handed to moe.c by llama.c's loader. */
 static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_arch_qwen3,    &ob_arch_gemma,
@@ -28,7 +30,8 @@ static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_a
                                          &ob_arch_stablelm, &ob_arch_gptneox, &ob_arch_gpt2, &ob_arch_starcoder2, &ob_arch_starcoder, &ob_arch_falcon, &ob_arch_gptj, &ob_arch_command_r, &ob_arch_nemotron, /* gptlike.c */
                                          &ob_arch_olmo2, &ob_arch_smollm3, &ob_arch_arcee, &ob_arch_ernie4_5,
                                          &ob_arch_seed_oss, &ob_arch_olmo, &ob_arch_glm4, &ob_arch_olmoe,
-                                         &ob_arch_granitemoe, &ob_arch_deepseek2};
+                                         &ob_arch_granitemoe, &ob_arch_deepseek2,
+                                         &ob_arch_opt, &ob_arch_bloom, &ob_arch_bitnet};
 
 const ob_arch *ob_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)

@@ -106,7 +106,11 @@ const ob_context_params *ob_context_get_params(const ob_context *ctx);
 
 /* A batch of tokens, any mix of sequences. For each sequence the tokens must
  * continue it in order: positions seq_len, seq_len + 1, ... (use
- * ob_seq_remove to go back). logits[i] != 0 asks for token i's logits. */
+ * ob_seq_remove to go back). logits[i] != 0 asks for token i's logits;
+ * OB_LOGITS_ARGMAX asks only for its most likely token (ob_get_argmax): when
+ * every row of a batch asks for that, a GPU finds the argmax itself and the
+ * logits never cross the bus (ob_get_logits then gives NULL for them). */
+#define OB_LOGITS_ARGMAX 2
 typedef struct ob_batch {
     int32_t n_tokens;
     const ob_token *token;   /* [n_tokens] */
@@ -121,6 +125,10 @@ int ob_decode(ob_context *ctx, const ob_batch *batch);
 /* Logits [n_vocab] of batch token i from the last ob_decode (it must have
  * asked for them); NULL otherwise. Valid until the next ob_decode. */
 const float *ob_get_logits(ob_context *ctx, int32_t i);
+/* The most likely token of batch token i (the lowest id among equal
+ * logits, as a scan of ob_get_logits would find), for rows that asked for
+ * logits or OB_LOGITS_ARGMAX; -1 otherwise. */
+ob_token ob_get_argmax(ob_context *ctx, int32_t i);
 
 /* Embeddings instead of logits: while on, each row of a later ob_decode
  * that asks for logits gets the model's final hidden state after the
@@ -228,6 +236,9 @@ int ob_sampler_create(const ob_sampler_params *params, int32_t n_vocab, ob_sampl
 void ob_sampler_free(ob_sampler *s);
 /* Pick a token from logits [n_vocab] (not modified). */
 ob_token ob_sampler_sample(ob_sampler *s, const float *logits);
+/* True when sampling is the plain argmax of the logits (temperature <= 0
+ * and no penalty that changes them), so ob_get_argmax can stand in. */
+bool ob_sampler_is_greedy(const ob_sampler *s);
 /* Tell the sampler a token was added to the sequence (prompt or generated). */
 void ob_sampler_accept(ob_sampler *s, ob_token id);
 void ob_sampler_reset(ob_sampler *s);

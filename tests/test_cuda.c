@@ -757,6 +757,67 @@ static json_t *ref_case(json_t *ref, const char *name) {
     return NULL;
 }
 
+/* OB_LOGITS_ARGMAX on the GPU: the argmax is found on the device (no logits come back: ob_get_logits
+ * gives NULL) and equals the first maximum a host scan finds in the same batch's downloaded
+ * logits (a second context), for one row and for 40 rows over 8 sequences. */
+TEST(model_argmax_on_device) {
+    NEED_GPU();
+    const char *dir = models_dir();
+    if (!dir) {
+        test_skip("no stories260K (../shared/models or .cudadev/models)");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stories260K/stories260K.gguf", dir);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = "cuda";
+    ob_model *m = NULL;
+    CHECK_OK(ob_model_load(path, &mp, &m));
+    if (!m) return;
+    const int nv = ob_model_n_vocab(m);
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_seq_max = 8;
+    cp.n_batch = 64;
+    ob_context *a = NULL, *b = NULL;
+    CHECK_OK(ob_context_create(m, &cp, &a));
+    CHECK_OK(ob_context_create(m, &cp, &b));
+    if (a && b) {
+        ob_token tok[40];
+        int32_t pos[40], seq[40];
+        int8_t want_arg[40], want_row[40];
+        for (int i = 0; i < 40; i++) {
+            tok[i] = (ob_token)(1 + (i * 37) % (nv - 1));
+            seq[i] = i % 8;
+            pos[i] = i / 8;
+            want_arg[i] = OB_LOGITS_ARGMAX;
+            want_row[i] = 1;
+        }
+        for (int round = 0; round < 2; round++) {
+            const int n = round == 0 ? 1 : 40;
+            ob_batch ba = {n, tok, pos, seq, want_arg}, bb = {n, tok, pos, seq, want_row};
+            CHECK_OK(ob_decode(a, &ba));
+            CHECK_OK(ob_decode(b, &bb));
+            for (int i = 0; i < n; i++) {
+                CHECK(ob_get_logits(a, i) == NULL);
+                const float *l = ob_get_logits(b, i);
+                CHECK(l != NULL);
+                if (!l) continue;
+                int best = 0;
+                for (int k = 1; k < nv; k++)
+                    if (l[k] > l[best]) best = k;
+                CHECK_MSG(ob_get_argmax(a, i) == best && ob_get_argmax(b, i) == best,
+                          "row %d of %d: device argmax %d, host scan %d (of the other context's %d)", i, n,
+                          ob_get_argmax(a, i), best, ob_get_argmax(b, i));
+            }
+            for (int s = 0; s < 8; s++) ob_seq_remove(a, s, 0), ob_seq_remove(b, s, 0);
+        }
+    }
+    ob_context_free(a);
+    ob_context_free(b);
+    ob_model_free(m);
+}
+
 TEST(model_stories260K_greedy_and_logits) {
     NEED_GPU();
     const char *dir = models_dir();
@@ -980,11 +1041,15 @@ static void run_fixture_x(const char *name, bool tcore, bool hf_all) {
                       top_cpu_n - top_cpu_ok);
             CHECK_MSG(kl_sum < kl_bound_x(types[ti], tcore, !hf_all), "%s %s: mean KL(cpu || gpu) %.3g (bound %.1g)",
                       name, tn, kl_sum, kl_bound_x(types[ti], tcore, !hf_all));
-            /* greedy: equal to the CPU's until a step whose CPU margin is within the logit difference */
+            /* greedy: equal to the CPU's until a step whose CPU margin is within the logit difference:
+             * the prompt's, or for the types whose paths round differently the noise level the KL
+             * bounds above are derived from (~0.1 for 8-bit, ~0.02 for bf16: the generated steps
+             * are not covered by the prompt's measurement; opt's Q8_0 run met a 0.0099 margin) */
+            const double tie = types[ti] == OB_TYPE_Q8_0 ? 0.1 : types[ti] == OB_TYPE_BF16 ? 0.02 : 0.0;
             int same = 0;
             while (same < FX_GEN && g.gen[same] == c.gen[same]) same++;
-            CHECK_MSG(same == FX_GEN || c.margin[same] < 2 * max_abs + 1e-6, "%s %s: greedy differs from the CPU at "
-                      "step %d (margin %.3g)", name, tn, same, same < FX_GEN ? (double)c.margin[same] : 0.0);
+            CHECK_MSG(same == FX_GEN || c.margin[same] < fmax(2 * max_abs + 1e-6, tie), "%s %s: greedy differs from "
+                      "the CPU at step %d (margin %.3g)", name, tn, same, same < FX_GEN ? (double)c.margin[same] : 0.0);
             if (g_verbose)
                 fprintf(stderr, "  %-18s %-5s vs hf: rel err mean %.2e worst %.2e top1 %2d/%d | vs cpu: KL mean %.2e "
                         "max %.2e, max |dlogit| %.2e, top1 %d/%d, greedy %d/%d\n",

@@ -125,6 +125,31 @@ TEST(logits_match_reference_pos0_to_3) {
     ob_context_free(ctx);
 }
 
+/* ob_get_argmax: rows that asked for logits or only for the argmax (OB_LOGITS_ARGMAX; the CPU
+ * backend has no device argmax, so it scans the downloaded row) give the first maximum of the
+ * logits; rows that asked for nothing give -1. */
+TEST(argmax_rows) {
+    NEED_MODEL();
+    ob_context *ctx = new_ctx(64, 3, 64, OB_KV_F32, 0, 32);
+    if (!ctx) return;
+    ob_token tok[6] = {1, 300, 1, 7, 1, 42};
+    int32_t pos[6] = {0, 1, 0, 1, 0, 1}, seq[6] = {0, 0, 1, 1, 2, 2};
+    int8_t want[6] = {0, 1, OB_LOGITS_ARGMAX, OB_LOGITS_ARGMAX, 1, 0};
+    ob_batch b = {6, tok, pos, seq, want};
+    CHECK_OK(ob_decode(ctx, &b));
+    for (int i = 0; i < 6; i++) {
+        const float *l = ob_get_logits(ctx, i);
+        if (!want[i]) {
+            CHECK_EQ_INT(ob_get_argmax(ctx, i), -1);
+            continue;
+        }
+        CHECK(l != NULL); /* the CPU downloads every requested row */
+        if (l) CHECK_EQ_INT(ob_get_argmax(ctx, i), argmax(l, ob_model_n_vocab(g_model)));
+    }
+    CHECK_EQ_INT(ob_get_argmax(ctx, 6), -1);
+    ob_context_free(ctx);
+}
+
 TEST(greedy_200_tokens_equal_llama2c) {
     NEED_MODEL();
     json_t *ids = json_object_get(ref_case("bos_only_200"), "expected_ids");

@@ -167,6 +167,10 @@ typedef struct ob_backend_ops {
     int (*gather_rows)(ob_backend *b, const ob_tensor *x, const int32_t *idx, int64_t n, ob_tensor *out);
     /* Make sure all queued work has finished (optional; NULL = synchronous). */
     int (*sync)(ob_backend *b);
+    /* ids[r] (host memory) = the index of the largest of row r's x->ne[0]
+     * values, the lowest index among equals, for the x->ne[1] rows of x
+     * (optional: NULL = the engine scans downloaded rows). */
+    int (*argmax_rows)(ob_backend *b, const ob_tensor *x, int32_t *ids);
 } ob_backend_ops;
 
 struct ob_backend {
@@ -194,7 +198,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 1
+#define OB_CUDA_ABI_VERSION 2 /* 2: ob_backend_ops.argmax_rows */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

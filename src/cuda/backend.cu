@@ -599,6 +599,7 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->act16_scratch) cudaFree(c->act16_scratch);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->mmq_scratch) cudaFree(c->mmq_scratch);
+    if (c->argmax_scratch) cudaFree(c->argmax_scratch);
     if (c->attn_scratch) cudaFree(c->attn_scratch);
     if (c->luts) cudaFree(c->luts);
     if (c->stage_h) cudaFreeHost(c->stage_h);
@@ -630,6 +631,7 @@ static const ob_backend_ops g_cuda_ops = {
     /* .scale = */ cuda_op_scale,
     /* .gather_rows = */ cuda_op_gather_rows,
     /* .sync = */ cuda_sync_op,
+    /* .argmax_rows = */ cuda_op_argmax_rows,
 };
 
 /* Why there is no usable device, in words a user can act on. */

@@ -149,6 +149,8 @@ typedef struct cuda_backend {
     int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
     void *mmq_scratch;
     size_t mmq_scratch_bytes;
+    void *argmax_scratch;       /* argmax_rows' ids before they go to the host */
+    size_t argmax_scratch_bytes;
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
     bool attn_vec;              /* the vector attention kernel where it applies (OB_CUDA_ATTN_VEC=0: off) */
 

@@ -96,9 +96,10 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-/* The row kernel takes rows of 1025..16384 elements in multiples of 32
- * (shorter rows go warp per row, as rms_norm_kernel<true>). */
-static bool row_norm_ok(int64_t d) { return d > 1024 && d <= 1024 * ROWREG_MAX && d % 32 == 0; }
+/* The row kernel takes rows of up to 16384 elements in multiples of 32
+ * (hidden sizes of 1024 and below too: a warp walking a whole row of 1024,
+ * as rms_norm_kernel<true> did, took 11 us a token on Qwen3-0.6B). */
+static bool row_norm_ok(int64_t d) { return d <= 1024 * ROWREG_MAX && d % 32 == 0; }
 
 int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, float eps, int64_t group, ob_tensor *out) {
     cuda_backend *c = cuda_of(b);
@@ -133,7 +134,9 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
     if (total <= 0) return 0;
     const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
     const float *wd = w ? (const float *)w->data : NULL;
-    if (group <= 1024) {
+    /* heads (q/k norms: groups of a row) warp by warp; whole rows a block of 1024 threads, the
+     * summation order of the row kernel, so a row's result does not depend on the batch size */
+    if (group <= 1024 && group < x->ne[0]) {
         OB_TRY(cuda_launch(c, rms_norm_kernel<true>, ob_div_up((size_t)total, 8), 256, 0,
             (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps));
     } else {
@@ -311,6 +314,53 @@ static __device__ __forceinline__ float act_f(int act, float x) {
     case OB_ACT_RELU: return x > 0 ? x : 0.0f;
     }
     return x;
+}
+
+/* ---- argmax of rows (greedy sampling without the logits crossing the bus) ---- */
+
+#define ARGMAX_THREADS 1024
+
+/* One block a row: each thread scans a strided share keeping the first of
+ * equal maxima, then the block keeps the lowest index among equal values -
+ * the index a left-to-right scan (the host samplers) finds. */
+__global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows_kernel(const float *__restrict__ x, int64_t ld, int64_t n,
+                                                                    int32_t *__restrict__ ids) {
+    __shared__ float sv[ARGMAX_THREADS / OB_WARP];
+    __shared__ int si[ARGMAX_THREADS / OB_WARP];
+    const float *row = x + (int64_t)blockIdx.x * ld;
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int64_t i = threadIdx.x; i < n; i += ARGMAX_THREADS) {
+        const float v = row[i];
+        if (bi < 0 || v > bv) bv = v, bi = (int)i;
+    }
+#pragma unroll
+    for (int o = OB_WARP / 2; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(OB_FULL_MASK, bv, o);
+        const int oi = __shfl_xor_sync(OB_FULL_MASK, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
+    if (lane == 0) sv[warp] = bv, si[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < ARGMAX_THREADS / OB_WARP; w++)
+            if (si[w] >= 0 && (bi < 0 || sv[w] > bv || (sv[w] == bv && si[w] < bi))) bv = sv[w], bi = si[w];
+        ids[blockIdx.x] = bi < 0 ? 0 : bi;
+    }
+}
+
+int cuda_op_argmax_rows(ob_backend *b, const ob_tensor *x, int32_t *ids) {
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c));
+    const int64_t n = x->ne[0], rows = x->ne[1];
+    if (rows <= 0) return 0;
+    if (x->type != OB_TYPE_F32 || rows > 65535)
+        return ob_cuda_err(OB_ERR_INTERNAL, "argmax_rows: %lld rows of type %d", (long long)rows, (int)x->type);
+    OB_TRY(cuda_scratch(c, &c->argmax_scratch, &c->argmax_scratch_bytes, (size_t)rows * sizeof(int32_t)));
+    OB_TRY(cuda_launch(c, argmax_rows_kernel, (unsigned)rows, ARGMAX_THREADS, 0, (const float *)x->data,
+                       (int64_t)(x->nb[1] / sizeof(float)), n, (int32_t *)c->argmax_scratch));
+    return b->ops->download(b, ids, c->argmax_scratch, (size_t)rows * sizeof(int32_t));
 }
 
 static unsigned ew_grid(int64_t total, const cuda_backend *c) {

@@ -18,5 +18,7 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
 int cuda_op_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tensor *out);
 int cuda_op_scale(ob_backend *b, const ob_tensor *x, float s, ob_tensor *out);
 int cuda_op_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx, int64_t n, ob_tensor *out);
+/* ids[r] = argmax of row r (ob_backend_ops.argmax_rows). */
+int cuda_op_argmax_rows(ob_backend *b, const ob_tensor *x, int32_t *ids);
 
 #endif

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define OB_CUDA_ABI_VERSION 1
+#define OB_CUDA_ABI_VERSION 2 /* 2: ob_backend_ops.argmax_rows */
 
 /* ABI version of the loaded plugin; the host refuses a mismatch. */
 int ob_cuda_abi_version(void);

@@ -41,6 +41,8 @@ struct ob_context {
     size_t work_floats;
     /* per-batch host arrays, [n_batch] each */
     int32_t *slots, *out_idx, *batch_to_out, *next_pos;
+    int32_t *argmax;       /* [n_batch] per output row: its argmax (-1: not found yet) */
+    bool argmax_only;      /* the last batch's rows were found on the device; no logits came back */
     ob_attn_token *attn;
     /* logits: backend buffer and host copy, [n_out_cap][n_vocab] */
     float *logits_dev, *logits;
@@ -224,7 +226,8 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         c->batch_to_out = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
         c->next_pos = ob_calloc((size_t)p.n_seq_max, sizeof(int32_t));
         c->attn = ob_calloc((size_t)p.n_batch, sizeof(ob_attn_token));
-        if (!c->seqs || !c->slots || !c->out_idx || !c->batch_to_out || !c->next_pos || !c->attn)
+        c->argmax = ob_calloc((size_t)p.n_batch, sizeof(int32_t));
+        if (!c->seqs || !c->slots || !c->out_idx || !c->batch_to_out || !c->next_pos || !c->attn || !c->argmax)
             rc = ob_err(OB_ERR_OOM, "context tables");
         for (int32_t s = 0; rc == 0 && s < p.n_seq_max; s++) {
             c->seqs[s].tokens = ob_malloc((size_t)p.n_ctx * sizeof(ob_token));
@@ -296,6 +299,7 @@ void ob_context_free(ob_context *c) {
     ob_free(c->slots);
     ob_free(c->out_idx);
     ob_free(c->batch_to_out);
+    ob_free(c->argmax);
     ob_free(c->next_pos);
     ob_free(c->attn);
     if (c->own_backend) ob_backend_free(c->backend);
@@ -489,11 +493,14 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
         return ob_err(OB_ERR_FULL, "KV cache full: the batch needs %lld more blocks, %lld are free", (long long)need,
                       (long long)ob_kv_available(&c->kv));
     int32_t n_out = 0;
+    bool only_argmax = batch->logits != NULL && !c->embeddings && c->backend->ops->argmax_rows != NULL;
     for (int32_t i = 0; i < n; i++) {
         bool want = batch->logits ? batch->logits[i] != 0 : i == n - 1;
         c->batch_to_out[i] = want ? n_out : -1;
         if (want) c->out_idx[n_out++] = i;
+        if (want && batch->logits[i] != OB_LOGITS_ARGMAX) only_argmax = false;
     }
+    c->argmax_only = false;
     OB_TRY(ensure_logits(c, n_out > 0 ? n_out : 1));
     int rc = 0;
     for (int32_t s = 0; s < c->p.n_seq_max && rc == 0; s++)
@@ -523,9 +530,17 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
             c->hook->rc = 0;
         }
     }
-    if (rc == 0 && n_out > 0)
+    for (int32_t o = 0; o < n_out; o++) c->argmax[o] = -1;
+    if (rc == 0 && n_out > 0 && only_argmax) {
+        /* every row wants only its argmax: found where the logits are; n_out ids come back */
+        ob_tensor lg;
+        ob_tensor_f32_2d(&lg, m->hp.n_vocab, n_out, c->logits_dev);
+        rc = c->backend->ops->argmax_rows(c->backend, &lg, c->argmax);
+        c->argmax_only = rc == 0;
+    } else if (rc == 0 && n_out > 0) {
         rc = c->backend->ops->download(c->backend, c->logits, c->logits_dev,
                                        (size_t)n_out * (size_t)(c->embeddings ? m->hp.n_embd : m->hp.n_vocab) * sizeof(float));
+    }
     if (rc < 0) {
         /* Undo: the sequences keep their old lengths; new blocks are returned. */
         for (int32_t s = 0; s < c->p.n_seq_max; s++) seq_truncate(c, &c->seqs[s], c->seqs[s].n_pos);
@@ -547,8 +562,22 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
     return 0;
 }
 
+ob_token ob_get_argmax(ob_context *c, int32_t i) {
+    if (c->embeddings || i < 0 || i >= c->n_last || c->n_out == 0) return -1;
+    int32_t o = c->batch_to_out[i];
+    if (o < 0 || o >= c->n_out) return -1;
+    if (c->argmax[o] < 0) { /* scan the downloaded row once (first of equals, as the samplers do) */
+        const float *l = c->logits + (size_t)o * (size_t)c->model->hp.n_vocab;
+        int32_t best = 0;
+        for (int32_t k = 1; k < (int32_t)c->model->hp.n_vocab; k++)
+            if (l[k] > l[best]) best = k;
+        c->argmax[o] = best;
+    }
+    return c->argmax[o];
+}
+
 const float *ob_get_logits(ob_context *c, int32_t i) {
-    if (c->embeddings) return NULL;
+    if (c->embeddings || c->argmax_only) return NULL;
     if (i < 0 || i >= c->n_last || c->n_out == 0) return NULL;
     int32_t o = c->batch_to_out[i];
     if (o < 0 || o >= c->n_out) return NULL;

@@ -253,6 +253,12 @@ static ob_token sampler_weights(ob_sampler *s, const float *logits, int32_t *k_o
     return -1;
 }
 
+bool ob_sampler_is_greedy(const ob_sampler *s) {
+    const ob_sampler_params *p = &s->p;
+    return p->temperature <= 0.0f && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f &&
+           p->frequency_penalty == 0.0f;
+}
+
 ob_token ob_sampler_sample(ob_sampler *s, const float *logits) {
     int32_t k;
     double sum;

@@ -452,6 +452,13 @@ static void spec_emit(ob_engine *e, ob_request *r, int32_t n_ctx) {
     }
 }
 
+/* What a request asks of its logits row: only the argmax (the device finds
+ * it, no logits cross the bus) when it samples greedily without penalties,
+ * wants no log-probabilities and no drafts are verified; else the row. */
+static int8_t logits_want(const ob_engine *e, const ob_request *r) {
+    return !e->spec && r->params.top_logprobs < 0 && ob_sampler_is_greedy(r->sampler) ? OB_LOGITS_ARGMAX : 1;
+}
+
 /* One step; returns false when there was nothing to do. */
 static bool step(ob_engine *e) {
     admit(e);
@@ -489,7 +496,7 @@ static bool step(ob_engine *e) {
             e->b_tok[n] = r->tokens[r->n_tokens - 1];
             e->b_pos[n] = r->n_past;
             e->b_seq[n] = s;
-            e->b_logits[n] = 1;
+            e->b_logits[n] = logits_want(e, r);
             r->batch_idx = n++;
             for (int32_t i = 0; e->spec && i < e->spec_req[s].n_draft; i++) { /* its draft, right after it */
                 e->b_tok[n] = e->spec_req[s].draft[i];
@@ -521,7 +528,7 @@ static bool step(ob_engine *e) {
             n++;
         }
         if (chunk == todo) {
-            e->b_logits[n - 1] = 1;
+            e->b_logits[n - 1] = logits_want(e, pick);
             pick->batch_idx = n - 1;
         } else {
             pick->batch_idx = -2; /* partly fed this step; no logits yet */
@@ -594,7 +601,14 @@ static bool step(ob_engine *e) {
                 for (int32_t i = 0; i < r->n_prompt; i++) ob_sampler_accept(r->sampler, r->tokens[i]);
             r->state = RS_DECODE;
         }
-        ob_token t = ob_sampler_sample(r->sampler, logits);
+        /* a row that asked only for its argmax has no logits (NULL); emit_token reads them only for
+         * log-probabilities, which such a request did not ask for */
+        ob_token t = e->b_logits[r->batch_idx] == OB_LOGITS_ARGMAX ? ob_get_argmax(e->ctx, r->batch_idx)
+                                                                   : ob_sampler_sample(r->sampler, logits);
+        if (t < 0) { /* cannot happen: the row was asked for */
+            finish_request(e, r, OB_FINISH_ERROR, OB_ERR_INTERNAL, "no argmax for the request's row");
+            continue;
+        }
         ob_sampler_accept(r->sampler, t);
         r->tokens[r->n_tokens++] = t;
         r->n_generated++;

@@ -211,14 +211,15 @@ static double cpu_bound(ob_type t) { return t == OB_TYPE_F32 ? 1e-8 : 5e-4; }
 
 /* Whether matmul.cu sends this product to a kernel on q8 activations: the integer decode
  * kernel (cuda_mmvq_usable, up to 64 tokens) or the int8 tensor-core product (cuda_mmq_usable,
- * 9..OB_CUDA_MMQ_MAX tokens, default 64, rows of whole 256-element steps; every GPU this test
+ * OB_CUDA_MMQ_MIN..OB_CUDA_MMQ_MAX tokens, default 6..64, rows of whole 256-element steps; every GPU this test
  * runs on has int8 tensor cores). */
 static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
-    const char *env = getenv("OB_CUDA_MMVQ"), *mq = getenv("OB_CUDA_MMQ"), *mqmax = getenv("OB_CUDA_MMQ_MAX");
-    const int64_t mmq_max = mqmax ? atoi(mqmax) : 64;
+    const char *env = getenv("OB_CUDA_MMVQ"), *mq = getenv("OB_CUDA_MMQ"), *mqmax = getenv("OB_CUDA_MMQ_MAX"),
+               *mqmin = getenv("OB_CUDA_MMQ_MIN");
+    const int64_t mmq_max = mqmax ? atoi(mqmax) : 64, mmq_min = mqmin && atoi(mqmin) >= 2 ? atoi(mqmin) : 6;
     const bool mmq_type = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ||
                           t == OB_TYPE_Q6_K;
-    if (!(mq && atoi(mq) == 0) && mmq_type && n > 8 && n <= mmq_max && nin % 256 == 0) return true;
+    if (!(mq && atoi(mq) == 0) && mmq_type && n >= mmq_min && n <= mmq_max && nin % 256 == 0) return true;
     if ((env && atoi(env) == 0) || n > 64) return false;
     switch (t) {
     case OB_TYPE_Q4_0:

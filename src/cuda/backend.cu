@@ -683,6 +683,8 @@ static int backend_init(cuda_backend *c) {
         c->mmq = false; /* the tensor-core instructions are NVIDIA's */
 #endif
         c->mmq_max = getenv("OB_CUDA_MMQ_MAX") ? atoi(getenv("OB_CUDA_MMQ_MAX")) : 64;
+        c->mmq_min = getenv("OB_CUDA_MMQ_MIN") ? atoi(getenv("OB_CUDA_MMQ_MIN")) : 6; /* measured: 4 tokens faster in mmvq, 6 in mmq */
+        if (c->mmq_min < 2) c->mmq_min = 2;
         c->mmq_blocks = getenv("OB_CUDA_MMQ_BLOCKS") ? atoi(getenv("OB_CUDA_MMQ_BLOCKS")) : 4;
         c->mmq_split = getenv("OB_CUDA_MMQ_SPLIT") ? atoi(getenv("OB_CUDA_MMQ_SPLIT")) : 0;
         if (c->mmq_blocks < 1) c->mmq_blocks = 4;

@@ -398,7 +398,7 @@ __global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, 
 /* ---- host side ---- */
 
 bool cuda_mmq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
-    if (!c->mmq || n <= 8 || n > c->mmq_max || w->ne[0] % MMQ_BK != 0) return false;
+    if (!c->mmq || n < c->mmq_min || n > c->mmq_max || w->ne[0] % MMQ_BK != 0) return false;
     switch ((int)w->type) {
     case OB_TYPE_Q4_K:
     case OB_TYPE_Q5_K:

@@ -8,6 +8,7 @@
 #include "core/mem.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "onebit.h"
 #include "test.h"
 
 #ifndef OB_CLI_PATH
@@ -166,6 +167,148 @@ TEST(run_tells_the_story) {
     CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
     CHECK(strstr(g_out, "decode: 4 tokens") != NULL);
     CHECK(strstr(g_out, "tok/s") != NULL);
+}
+
+/* llama.cpp's use_more_bits: the layers its q4_K_M gives q6_K ffn_down(_exps) and attn_v. */
+static int more_bits_layer(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* Greedy continuation of a prompt on a fresh context: n_gen tokens into out.
+ * Every logit must be finite and the logits of a step not all equal. */
+static void moe_greedy(ob_model *m, const ob_token *prompt, int n_prompt, ob_token *out, int n_gen) {
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    ob_context *c = NULL;
+    CHECK_OK(ob_context_create(m, &cp, &c));
+    if (!c) return;
+    const int32_t nv = ob_model_n_vocab(m);
+    ob_token toks[64];
+    int32_t pos[64], seq[64] = {0};
+    int8_t want[64] = {0};
+    for (int i = 0; i < n_prompt; i++) toks[i] = prompt[i], pos[i] = i;
+    int n = n_prompt, at = 0;
+    for (int step = 0; step < n_gen; step++) {
+        memset(want, 0, sizeof want);
+        want[n - 1] = 1; /* the last token's logits */
+        ob_batch b = {n, toks, pos, seq, want};
+        CHECK_OK(ob_decode(c, &b));
+        const float *lg = ob_get_logits(c, n - 1);
+        CHECK(lg != NULL);
+        if (!lg) break;
+        int finite = 1, best = 0;
+        float lo = lg[0], hi = lg[0];
+        for (int32_t j = 0; j < nv; j++) {
+            finite &= isfinite(lg[j]) != 0;
+            lo = lg[j] < lo ? lg[j] : lo;
+            if (lg[j] > hi) hi = lg[j], best = j;
+        }
+        CHECK_MSG(finite, "step %d: a logit is not finite", step);
+        CHECK_MSG(hi > lo, "step %d: every logit is %g", step, (double)lo);
+        out[step] = best;
+        at += n;
+        toks[0] = best, pos[0] = at, n = 1;
+    }
+    ob_context_free(c);
+}
+
+/* `1bit bench --make-model test-moe`: llama.cpp's qwen3moe layout (keys,
+ * stacked expert tensors, F32 routers), the q4_K_M mix on the expert
+ * tensors, and a file our loader takes and decodes. */
+TEST(make_model_moe) {
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("../shared/models is absent (the GPT-2 vocabulary)");
+        return;
+    }
+    char vocab[4096];
+    snprintf(vocab, sizeof vocab, "%s", test_path(dir, "llama.cpp-vocab/ggml-vocab-gpt-2.gguf"));
+    const char *types[] = {"q4_K_M", "q8_0"};
+    for (int ti = 0; ti < 2; ti++) {
+        const int q4km = ti == 0;
+        char path[] = "/tmp/ob_cli_moe_XXXXXX";
+        int fd = mkstemp(path);
+        close(fd);
+        char args[8400];
+        snprintf(args, sizeof args, "bench --make-model test-moe --type %s -o %s --vocab '%s'", types[ti], path, vocab);
+        CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+        CHECK(strstr(g_out, "wrote") != NULL);
+
+        ob_gguf *g = NULL;
+        CHECK_OK(ob_gguf_open(path, &g));
+        if (!g) {
+            unlink(path);
+            continue;
+        }
+        const char *arch = NULL;
+        uint32_t E = 0, L = 0, NE = 0, K = 0, FE = 0, V = 0;
+        CHECK_OK(ob_gguf_get_str(g, "general.architecture", &arch));
+        CHECK(arch && strcmp(arch, "qwen3moe") == 0);
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.embedding_length", &E));
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.block_count", &L));
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.expert_count", &NE));
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.expert_used_count", &K));
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.expert_feed_forward_length", &FE));
+        CHECK_OK(ob_gguf_get_u32(g, "qwen3moe.vocab_size", &V));
+        CHECK(NE > 1 && K > 0 && K < NE && FE > 0 && L >= 2);
+        const ob_type base = q4km ? OB_TYPE_Q4_K : OB_TYPE_Q8_0;
+        int n_q6 = 0, n_base_down = 0;
+        for (uint32_t il = 0; il < L; il++) {
+            char nm[96];
+            const ob_gguf_tensor *t;
+            snprintf(nm, sizeof nm, "blk.%u.ffn_gate_inp.weight", il);
+            CHECK_MSG((t = ob_gguf_find_tensor(g, nm)) != NULL, "%s", nm);
+            if (t) CHECK(t->type == OB_TYPE_F32 && t->n_dims == 2 && t->ne[0] == E && t->ne[1] == NE);
+            const char *gu[] = {"ffn_gate_exps", "ffn_up_exps"};
+            for (int j = 0; j < 2; j++) {
+                snprintf(nm, sizeof nm, "blk.%u.%s.weight", il, gu[j]);
+                CHECK_MSG((t = ob_gguf_find_tensor(g, nm)) != NULL, "%s", nm);
+                if (t)
+                    CHECK_MSG(t->type == base && t->n_dims == 3 && t->ne[0] == E && t->ne[1] == FE && t->ne[2] == NE,
+                              "%s: type %d, [%lld, %lld, %lld]", nm, (int)t->type, (long long)t->ne[0],
+                              (long long)t->ne[1], (long long)t->ne[2]);
+            }
+            const int six = q4km && more_bits_layer((int)il, (int)L);
+            snprintf(nm, sizeof nm, "blk.%u.ffn_down_exps.weight", il);
+            CHECK_MSG((t = ob_gguf_find_tensor(g, nm)) != NULL, "%s", nm);
+            if (t) {
+                CHECK_MSG(t->type == (six ? OB_TYPE_Q6_K : base), "%s: type %d", nm, (int)t->type);
+                CHECK(t->n_dims == 3 && t->ne[0] == FE && t->ne[1] == E && t->ne[2] == NE);
+                n_q6 += t->type == OB_TYPE_Q6_K;
+                n_base_down += t->type == base;
+            }
+            snprintf(nm, sizeof nm, "blk.%u.attn_v.weight", il);
+            CHECK((t = ob_gguf_find_tensor(g, nm)) != NULL && t->type == (six ? OB_TYPE_Q6_K : base));
+            snprintf(nm, sizeof nm, "blk.%u.attn_q_norm.weight", il);
+            CHECK((t = ob_gguf_find_tensor(g, nm)) != NULL && t->type == OB_TYPE_F32);
+            snprintf(nm, sizeof nm, "blk.%u.ffn_gate.weight", il);
+            CHECK(ob_gguf_find_tensor(g, nm) == NULL); /* no dense FFN */
+        }
+        /* the mix is exercised: both kinds of expert down-projection occur */
+        if (q4km) CHECK(n_q6 > 0 && n_base_down > 0);
+        const ob_gguf_tensor *out = ob_gguf_find_tensor(g, "output.weight");
+        CHECK(out != NULL && out->type == (q4km ? OB_TYPE_Q6_K : OB_TYPE_Q8_0) && out->ne[1] == V);
+        ob_gguf_free(g);
+
+        ob_model_params mp = ob_model_default_params();
+        mp.n_threads = 2;
+        ob_model *m = NULL;
+        CHECK_OK(ob_model_load(path, &mp, &m));
+        if (m) {
+            CHECK_EQ_STR(ob_model_arch(m), "qwen3moe");
+            CHECK_EQ_INT(ob_model_n_vocab(m), V);
+            ob_token prompt[16], gen1[4], gen2[4];
+            int32_t np = 0;
+            CHECK_OK(ob_tokenize(m, "Once upon a time", 16, false, false, prompt, 16, &np));
+            CHECK(np > 1);
+            if (np > 1) {
+                moe_greedy(m, prompt, np, gen1, 4);
+                moe_greedy(m, prompt, np, gen2, 4); /* the routing is deterministic */
+                CHECK(memcmp(gen1, gen2, sizeof gen1) == 0);
+            }
+            ob_model_free(m);
+        }
+        unlink(path);
+    }
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

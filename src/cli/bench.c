@@ -25,7 +25,10 @@
  * shape's vocabulary size, so text round-trips and the embedding and output
  * matrices have their real sizes. To stay fast and small in memory, each
  * weight role is quantized once from 256 random rows, tiled over its rows,
- * and shared by every layer.
+ * and shared by every layer; the writer streams the file from those
+ * buffers, so a 17 GB model needs about 1 GB of memory. Mixture-of-experts
+ * shapes (qwen3-30b-a3b, qwen3moe-1.7b-a0.6b, test-moe) use llama.cpp's
+ * qwen3moe layout: an F32 router per layer and stacked expert tensors.
  *
  * --membw reads a 1 GiB buffer with N threads and reports the best of 10
  * passes in GB/s: the bandwidth floor decode speed is compared against.
@@ -87,8 +90,12 @@ static void usage(void) {
            "  --no-warmup      skip the warm-up run\n"
            "  --progress       print each repetition to stderr\n"
            "make-model shapes: qwen3-0.6b llama-3.2-1b qwen3-1.7b qwen3-8b tinyllama-1.1b llama-3.1-8b\n"
+           "                   mixture of experts (qwen3moe): qwen3-30b-a3b (2048 wide, 48 layers, 128 experts of\n"
+           "                   768, 8 used), qwen3moe-1.7b-a0.6b (1024 wide, 24 layers, 32 experts of 512, 4 used),\n"
+           "                   test-moe (tiny, GPT-2 vocabulary, for tests)\n"
            "make-model types:  any ggml type with a quantizer (q4_0, q8_0, f16, bf16, q4_K, iq4_xs, tq2_0, ...)\n"
-           "                   or q4_K_M (llama.cpp's mix: q6_K output and half of attn_v/ffn_down)\n");
+           "                   or q4_K_M (llama.cpp's mix: q6_K output and half of attn_v/ffn_down(_exps));\n"
+           "                   expert routers (ffn_gate_inp) stay f32\n");
 }
 
 static int parse_list(const char *s, int *out, int max) {
@@ -109,20 +116,35 @@ static int parse_list(const char *s, int *out, int max) {
  * Random-weight models of real shapes
  * ====================================================================== */
 
+/* A dense shape has n_expert = 0. A mixture-of-experts shape (llama.cpp's
+ * qwen3moe layout) replaces each layer's FFN with a router
+ * ffn_gate_inp [n_embd, n_expert] (F32) and the stacked experts
+ * ffn_{gate,up}_exps [n_embd, n_ff_exp, n_expert] and
+ * ffn_down_exps [n_ff_exp, n_embd, n_expert]; n_ff is then only the
+ * feed_forward_length key its converter writes (the dense FFN size of the
+ * HF config), which nothing reads. */
 typedef struct shape {
     const char *name, *arch, *general_name;
     int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
     float rope_base, eps;
     bool tied, qk_norm, llama3_rope, spm_vocab;
+    int n_expert, n_expert_used, n_ff_exp;
 } shape;
 
 static const shape g_shapes[] = {
-    {"qwen3-0.6b", "qwen3", "Qwen3-0.6B", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6f, 1e-6f, true, true, false, false},
-    {"qwen3-1.7b", "qwen3", "Qwen3-1.7B", 2048, 28, 16, 8, 128, 6144, 151936, 40960, 1e6f, 1e-6f, true, true, false, false},
-    {"qwen3-8b", "qwen3", "Qwen3-8B", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, 1e-6f, false, true, false, false},
-    {"llama-3.2-1b", "llama", "Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, false, true, false},
-    {"tinyllama-1.1b", "llama", "TinyLlama-1.1B", 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e4f, 1e-5f, false, false, false, true},
-    {"llama-3.1-8b", "llama", "Llama-3.1-8B", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 5e5f, 1e-5f, false, false, true, false},
+    {"qwen3-0.6b", "qwen3", "Qwen3-0.6B", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6f, 1e-6f, true, true, false, false, 0, 0, 0},
+    {"qwen3-1.7b", "qwen3", "Qwen3-1.7B", 2048, 28, 16, 8, 128, 6144, 151936, 40960, 1e6f, 1e-6f, true, true, false, false, 0, 0, 0},
+    {"qwen3-8b", "qwen3", "Qwen3-8B", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f, 1e-6f, false, true, false, false, 0, 0, 0},
+    {"llama-3.2-1b", "llama", "Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, false, true, false, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", "TinyLlama-1.1B", 2048, 22, 32, 4, 64, 5632, 32000, 2048, 1e4f, 1e-5f, false, false, false, true, 0, 0, 0},
+    {"llama-3.1-8b", "llama", "Llama-3.1-8B", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 5e5f, 1e-5f, false, false, true, false, 0, 0, 0},
+    /* mixture of experts (qwen3moe). qwen3-30b-a3b is Qwen3-30B-A3B's config: 30.5B parameters, 3.3B active.
+     * qwen3moe-1.7b-a0.6b is no released model: Qwen3's attention (head_dim 128, q/k norm, untied output)
+     * at qwen3-0.6b's width and 24 layers, with 32 experts of 512, 4 routed per token - small enough to
+     * decode on two CPU cores. test-moe is for tests (GPT-2 vocabulary, rows of 256 so K types fit). */
+    {"qwen3-30b-a3b", "qwen3moe", "Qwen3-30B-A3B", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1e6f, 1e-6f, false, true, false, false, 128, 8, 768},
+    {"qwen3moe-1.7b-a0.6b", "qwen3moe", "Qwen3MoE-1.7B-A0.6B", 1024, 24, 16, 8, 128, 3072, 151936, 40960, 1e6f, 1e-6f, false, true, false, false, 32, 4, 512},
+    {"test-moe", "qwen3moe", "test-moe", 256, 2, 4, 2, 64, 512, 50304, 2048, 1e6f, 1e-6f, false, true, false, false, 4, 2, 256},
 };
 
 /* llama.cpp's file types (general.file_type) and their names in model_type. */
@@ -305,7 +327,10 @@ static int make_model(const char *shape_name, const char *type_name, const char 
     if (rc < 0) return ob_cli_fail(rc, "vocabulary %s", vocab_path);
     rc = ob_gguf_writer_create(&w);
     const int64_t E = sh->n_embd, Q = (int64_t)sh->n_head * sh->head_dim, KV = (int64_t)sh->n_head_kv * sh->head_dim,
-                  F = sh->n_ff, V = sh->n_vocab, L = sh->n_layer;
+                  F = sh->n_ff, V = sh->n_vocab, L = sh->n_layer, NE = sh->n_expert, FE = sh->n_ff_exp;
+    const bool moe = NE > 0;
+    /* llama.cpp's q4_K_M gives an 8-expert model (Mixtral) q8_0 attn_k/attn_v and q5_K attn_output */
+    const bool mix8 = q4km && NE == 8;
     const float sd = 0.02f;
     char key[128];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, sh->arch), key)
@@ -329,29 +354,43 @@ static int make_model(const char *shape_name, const char *type_name, const char 
     if (rc == 0) rc = ob_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->eps);
     if (rc == 0) rc = ob_gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_base);
     if (rc == 0) rc = ob_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)V);
+    if (rc == 0 && moe) rc = ob_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)NE);
+    if (rc == 0 && moe) rc = ob_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)sh->n_expert_used);
+    if (rc == 0 && moe) rc = ob_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)FE);
 #undef KEY
     if (rc == 0) rc = copy_vocab(w, voc, sh->n_vocab);
 
     /* weights */
     const ob_type out_type = q4km ? OB_TYPE_Q6_K : type;
     const ob_type embd_type = sh->tied ? out_type : type;
+    /* kt/vt/ot: attn_k, attn_v (outside q4_K_M's more-bits layers) and attn_output types */
+    const ob_type kt = mix8 ? OB_TYPE_Q8_0 : type, vt = kt, ot = mix8 ? OB_TYPE_Q5_K : type;
+    /* Dense: gate/up [E, F], down [F, E]. MoE: the same roles stacked over
+     * experts ([E, FE, NE], [FE, E, NE]), plus the F32 router [E, NE]. Each
+     * buffer is made once and shared by every layer, so a 17 GB q4_K_M
+     * qwen3-30b-a3b needs about 1 GB of memory: the writer streams the file
+     * from these buffers. */
+    const int64_t FF = moe ? FE : F, XR = moe ? NE : 1;
     void *embd = NULL, *outw = NULL, *wq = NULL, *wk = NULL, *wv = NULL, *wv6 = NULL, *wo = NULL, *wg = NULL,
-         *wu = NULL, *wd = NULL, *wd6 = NULL, *nrm_e = NULL, *nrm_h = NULL, *ff = NULL;
+         *wu = NULL, *wd = NULL, *wd6 = NULL, *router = NULL, *nrm_e = NULL, *nrm_h = NULL, *ff = NULL;
     if (rc == 0) {
         embd = random_matrix(embd_type, E, V, sd);
         outw = sh->tied ? embd : random_matrix(out_type, E, V, sd);
         wq = random_matrix(type, E, Q, sd);
-        wk = random_matrix(type, E, KV, sd);
-        wv = random_matrix(type, E, KV, sd);
-        wv6 = q4km ? random_matrix(OB_TYPE_Q6_K, E, KV, sd) : wv;
-        wo = random_matrix(type, Q, E, sd);
-        wg = random_matrix(type, E, F, sd);
-        wu = random_matrix(type, E, F, sd);
-        wd = random_matrix(type, F, E, sd);
-        wd6 = q4km ? random_matrix(OB_TYPE_Q6_K, F, E, sd) : wd;
+        wk = random_matrix(kt, E, KV, sd);
+        wv = random_matrix(vt, E, KV, sd);
+        wv6 = q4km && !mix8 ? random_matrix(OB_TYPE_Q6_K, E, KV, sd) : wv;
+        wo = random_matrix(ot, Q, E, sd);
+        wg = random_matrix(type, E, FF * XR, sd);
+        wu = random_matrix(type, E, FF * XR, sd);
+        wd = random_matrix(type, FF, E * XR, sd);
+        wd6 = q4km ? random_matrix(OB_TYPE_Q6_K, FF, E * XR, sd) : wd;
+        /* router: F32 in every file type (llama.cpp never quantizes ffn_gate_inp) */
+        router = moe ? random_matrix(OB_TYPE_F32, E, NE, sd) : NULL;
         nrm_e = ones(E);
         nrm_h = ones(sh->head_dim);
-        if (!embd || !outw || !wq || !wk || !wv || !wv6 || !wo || !wg || !wu || !wd || !wd6 || !nrm_e || !nrm_h)
+        if (!embd || !outw || !wq || !wk || !wv || !wv6 || !wo || !wg || !wu || !wd || !wd6 || (moe && !router) ||
+            !nrm_e || !nrm_h)
             rc = ob_err(OB_ERR_OOM, "random weights");
     }
     if (rc == 0 && sh->llama3_rope) {
@@ -381,7 +420,8 @@ static int make_model(const char *shape_name, const char *type_name, const char 
     if (rc == 0 && !sh->tied) rc = ob_gguf_writer_add_tensor(w, "output.weight", out_type, 2, ne_embd, outw);
     for (int il = 0; rc == 0 && il < L; il++) {
         char nm[96];
-        int64_t sq[2] = {E, Q}, skv[2] = {E, KV}, so[2] = {Q, E}, sf[2] = {E, F}, sd2[2] = {F, E};
+        int64_t sq[2] = {E, Q}, skv[2] = {E, KV}, so[2] = {Q, E}, sf[3] = {E, FF, NE}, sd2[3] = {FF, E, NE},
+                sr[2] = {E, NE};
         bool six = q4km && more_bits(il, (int)L);
 #define ADD(fmt, t, nd, ne, data)                                               \
     do {                                                                        \
@@ -390,17 +430,25 @@ static int make_model(const char *shape_name, const char *type_name, const char 
     } while (0)
         ADD("attn_norm.weight", OB_TYPE_F32, 1, ne_e, nrm_e);
         ADD("attn_q.weight", type, 2, sq, wq);
-        ADD("attn_k.weight", type, 2, skv, wk);
-        ADD("attn_v.weight", six ? OB_TYPE_Q6_K : type, 2, skv, six ? wv6 : wv);
-        ADD("attn_output.weight", type, 2, so, wo);
+        ADD("attn_k.weight", kt, 2, skv, wk);
+        ADD("attn_v.weight", six && !mix8 ? OB_TYPE_Q6_K : vt, 2, skv, six && !mix8 ? wv6 : wv);
+        ADD("attn_output.weight", ot, 2, so, wo);
         if (sh->qk_norm) {
             ADD("attn_q_norm.weight", OB_TYPE_F32, 1, ne_h, nrm_h);
             ADD("attn_k_norm.weight", OB_TYPE_F32, 1, ne_h, nrm_h);
         }
         ADD("ffn_norm.weight", OB_TYPE_F32, 1, ne_e, nrm_e);
-        ADD("ffn_gate.weight", type, 2, sf, wg);
-        ADD("ffn_up.weight", type, 2, sf, wu);
-        ADD("ffn_down.weight", six ? OB_TYPE_Q6_K : type, 2, sd2, six ? wd6 : wd);
+        if (moe) {
+            /* llama.cpp's q4_K_M treats ffn_down_exps as ffn_down: q6_K on the more-bits layers */
+            ADD("ffn_gate_inp.weight", OB_TYPE_F32, 2, sr, router);
+            ADD("ffn_gate_exps.weight", type, 3, sf, wg);
+            ADD("ffn_up_exps.weight", type, 3, sf, wu);
+            ADD("ffn_down_exps.weight", six ? OB_TYPE_Q6_K : type, 3, sd2, six ? wd6 : wd);
+        } else {
+            ADD("ffn_gate.weight", type, 2, sf, wg);
+            ADD("ffn_up.weight", type, 2, sf, wu);
+            ADD("ffn_down.weight", six ? OB_TYPE_Q6_K : type, 2, sd2, six ? wd6 : wd);
+        }
 #undef ADD
     }
     if (rc == 0) rc = ob_gguf_writer_write_file(w, out);

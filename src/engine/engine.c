@@ -498,7 +498,7 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
         bool want = batch->logits ? batch->logits[i] != 0 : i == n - 1;
         c->batch_to_out[i] = want ? n_out : -1;
         if (want) c->out_idx[n_out++] = i;
-        if (want && batch->logits[i] != OB_LOGITS_ARGMAX) only_argmax = false;
+        if (want && (!batch->logits || batch->logits[i] != OB_LOGITS_ARGMAX)) only_argmax = false;
     }
     c->argmax_only = false;
     OB_TRY(ensure_logits(c, n_out > 0 ? n_out : 1));

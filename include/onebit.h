@@ -136,6 +136,15 @@ ob_token ob_get_argmax(ob_context *ctx, int32_t i);
  * ob_get_embeddings; ob_get_logits gives NULL. llama, qwen2 and qwen3
  * only (OB_ERR_UNSUPPORTED otherwise). */
 int ob_context_set_embeddings(ob_context *ctx, bool on);
+
+/* Make each token's logits independent of the batch it is decoded in, bit for
+ * bit, for batches of up to 64 tokens and sequences of up to 16384 positions.
+ * The CPU backend always is; the CUDA backend then runs one kernel and one
+ * split of every product for each batch size and fixed attention splits,
+ * which costs speed on batches. Speculative decoding turns it on, so its
+ * output equals plain decoding's. Applies to the backend of the context's
+ * model (every context of that model). */
+int ob_context_set_batch_invariant(ob_context *ctx, bool on);
 const float *ob_get_embeddings(ob_context *ctx, int32_t i);
 /* The GGUF's <arch>.pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank),
  * -1 when the file does not say. */

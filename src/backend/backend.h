@@ -171,6 +171,9 @@ typedef struct ob_backend_ops {
      * values, the lowest index among equals, for the x->ne[1] rows of x
      * (optional: NULL = the engine scans downloaded rows). */
     int (*argmax_rows)(ob_backend *b, const ob_tensor *x, int32_t *ids);
+    /* Make every op's result for a token independent of the batch around it
+     * (ob_context_set_batch_invariant; optional: NULL = always invariant). */
+    int (*set_batch_invariant)(ob_backend *b, bool on);
 } ob_backend_ops;
 
 struct ob_backend {
@@ -198,7 +201,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 2 /* 2: ob_backend_ops.argmax_rows */
+#define OB_CUDA_ABI_VERSION 3 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

@@ -39,6 +39,7 @@
 #define ATT_TILE 32
 #define ATT_THREADS 128
 #define ATT_MAX_SPLITS 64
+#define ATT_INV_TILES 8 /* tiles a split covers in batch-invariant mode (256 positions) */
 #define ATT_BATCH 8 /* K/V elements per thread loaded before they are stored */
 
 typedef struct attn_tok {
@@ -69,6 +70,7 @@ typedef struct attn_args {
     const attn_tok *toks;
     const int32_t *tables;
     int splits;
+    int split_tiles; /* tiles a split covers; 0: the token's tiles over `splits` */
     float *part_acc; /* [n][n_head][splits][hd] */
     float *part_ml;  /* [n][n_head][splits][2] */
 } attn_args;
@@ -98,7 +100,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
     /* this split's range of positions */
     const int len = tk.pos - tk.kv_start + 1;
     const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
-    const int tps = (tiles + a.splits - 1) / a.splits;
+    const int tps = a.split_tiles > 0 ? a.split_tiles : (tiles + a.splits - 1) / a.splits;
     const int start = tk.kv_start + sp * tps * ATT_TILE;
     const int end = min(tk.pos, start + tps * ATT_TILE - 1); /* inclusive; empty when start > end */
 
@@ -183,7 +185,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
         __syncthreads();
     }
 
-    if (a.splits == 1) {
+    if (!a.part_acc) {
         for (int i = tid; i < G * hd; i += ATT_THREADS) {
             const float l = lrow[i / hd];
             a.out[(int64_t)t * a.ldo + (int64_t)hk * G * hd + i] = acc[i] * (l > 0.0f ? 1.0f / l : 0.0f);
@@ -252,7 +254,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
     const int32_t *table = a.tables + tk.table_off;
     const int len = tk.pos - tk.kv_start + 1;
     const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
-    const int tps = (tiles + a.splits - 1) / a.splits;
+    const int tps = a.split_tiles > 0 ? a.split_tiles : (tiles + a.splits - 1) / a.splits;
     const int start = tk.kv_start + sp * tps * ATT_TILE;
     const int end = min(tk.pos, start + tps * ATT_TILE - 1);
     const int e0 = hk * hd + lane * EPL; /* this lane's elements of the K/V row */
@@ -326,7 +328,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
                 L += sl[w * GT + g] * f;
                 o += sa[(w * GT + g) * hd + d] * f;
             }
-        if (a.splits == 1) {
+        if (!a.part_acc) {
             a.out[(int64_t)t * a.ldo + (int64_t)(hk * G + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
         } else {
             const int64_t part = ((int64_t)t * a.n_head + hk * G + g) * a.splits + sp;
@@ -438,8 +440,16 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     const int G = p->n_head / p->n_head_kv, hd = p->head_dim;
     const int64_t pairs = n * p->n_head_kv;
     const int tiles = (max_len + ATT_TILE - 1) / ATT_TILE;
-    int splits = 1;
-    if (pairs < 2 * (int64_t)c->n_sm && tiles > 1) {
+    int splits = 1, split_tiles = 0;
+    if (c->invariant) {
+        /* batch invariance: a token's range is cut into splits of ATT_INV_TILES tiles whatever
+         * else is in the batch, and always goes through the partials and the combine (blocks
+         * past a token's own splits find an empty range and write an empty partial) */
+        split_tiles = ATT_INV_TILES;
+        while ((tiles + split_tiles - 1) / split_tiles > ATT_MAX_SPLITS) split_tiles *= 2; /* > 16384 positions */
+        splits = (tiles + split_tiles - 1) / split_tiles;
+        if (splits < 1) splits = 1;
+    } else if (pairs < 2 * (int64_t)c->n_sm && tiles > 1) {
         int64_t want = (2 * (int64_t)c->n_sm + pairs - 1) / pairs, cap = tiles;
         if (want > cap) want = cap;
         if (want > ATT_MAX_SPLITS) want = ATT_MAX_SPLITS;
@@ -462,8 +472,9 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     a.toks = (const attn_tok *)dev;
     a.tables = (const int32_t *)((const uint8_t *)dev + (size_t)n * sizeof(attn_tok));
     a.splits = splits;
+    a.split_tiles = split_tiles;
     a.part_acc = a.part_ml = NULL;
-    if (splits > 1) {
+    if (splits > 1 || c->invariant) {
         const size_t parts = (size_t)n * (size_t)p->n_head * (size_t)splits;
         OB_TRY(cuda_scratch(c, &c->attn_scratch, &c->attn_scratch_bytes, parts * ((size_t)hd + 2) * sizeof(float)));
         a.part_acc = (float *)c->attn_scratch;
@@ -503,7 +514,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
 #undef OB_ATT_LAUNCH
     }
     }
-    if (splits > 1) {
+    if (a.part_acc) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
         OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n * p->n_head), threads, 0,
             a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo));

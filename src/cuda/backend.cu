@@ -567,6 +567,11 @@ static void prof_print(cuda_backend *c) {
     }
 }
 
+static int cuda_set_batch_invariant(ob_backend *b, bool on) {
+    cuda_of(b)->invariant = on;
+    return 0;
+}
+
 static void cuda_free_backend(ob_backend *b) {
     cuda_backend *c = cuda_of(b);
     if (!c) return;
@@ -632,6 +637,7 @@ static const ob_backend_ops g_cuda_ops = {
     /* .gather_rows = */ cuda_op_gather_rows,
     /* .sync = */ cuda_sync_op,
     /* .argmax_rows = */ cuda_op_argmax_rows,
+    /* .set_batch_invariant = */ cuda_set_batch_invariant,
 };
 
 /* Why there is no usable device, in words a user can act on. */
@@ -690,6 +696,7 @@ static int backend_init(cuda_backend *c) {
         if (c->mmq_blocks < 1) c->mmq_blocks = 4;
         c->mmq_bm = getenv("OB_CUDA_MMQ_BM") ? atoi(getenv("OB_CUDA_MMQ_BM")) : 64;
     }
+    c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     {

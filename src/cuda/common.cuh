@@ -145,6 +145,7 @@ typedef struct cuda_backend {
      * mmq_blocks blocks per SM (OB_CUDA_MMQ_BLOCKS), or mmq_split ways when
      * OB_CUDA_MMQ_SPLIT is set; partial sums in mmq_scratch. */
     bool mmq;
+    bool invariant;             /* batch-invariant mode (ob_context_set_batch_invariant, OB_CUDA_INVARIANT=1) */
     int mmq_min, mmq_max, mmq_blocks, mmq_split; /* batches of mmq_min..mmq_max tokens (OB_CUDA_MMQ_MIN, _MAX) */
     int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
     void *mmq_scratch;

@@ -287,7 +287,10 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     if (cuda_mmvq_usable(c, w, n) || cuda_mmq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
     /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
     const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;
-    const bool use_mmv = nin % 8 == 0 && aligned && n <= c->mmv_max && !(w->type == OB_TYPE_F32 && n > 8);
+    /* batch-invariant mode: every batch through the matrix-vector kernel, 8 tokens at a time
+     * (its sums per row do not depend on the batch; cuBLAS's do) */
+    const bool use_mmv = nin % 8 == 0 && aligned &&
+                         (c->invariant || (n <= c->mmv_max && !(w->type == OB_TYPE_F32 && n > 8)));
     if (!use_mmv) return matmul_gemm(c, w, x, bias, out);
     const int64_t ldx = (int64_t)(x->nb[1] / sizeof(float)), ldo = (int64_t)(out->nb[1] / sizeof(float));
     for (int64_t t0 = 0; t0 < n; t0 += 8) {

@@ -340,10 +340,12 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
                     int c[4];
                     imma_k32(c, a0, a1, a2, a3, b0, b1);
                     const float2 x0 = s.xd[q][tb + 2 * tig], x1 = s.xd[q][tb + 2 * tig + 1];
-                    acc[j][0] += (float)c[0] * dwa * x0.x + mwa * x0.y;
-                    acc[j][1] += (float)c[1] * dwa * x1.x + mwa * x1.y;
-                    acc[j][2] += (float)c[2] * dwb * x0.x + mwb * x0.y;
-                    acc[j][3] += (float)c[3] * dwb * x1.x + mwb * x1.y;
+                    /* rounded as written (ob_fmul/ob_fadd, mmvq.cuh): a token's sums must not
+                     * depend on which accumulator or tile it lands in */
+                    acc[j][0] = ob_fadd(acc[j][0], ob_fadd(ob_fmul((float)c[0], ob_fmul(dwa, x0.x)), ob_fmul(mwa, x0.y)));
+                    acc[j][1] = ob_fadd(acc[j][1], ob_fadd(ob_fmul((float)c[1], ob_fmul(dwa, x1.x)), ob_fmul(mwa, x1.y)));
+                    acc[j][2] = ob_fadd(acc[j][2], ob_fadd(ob_fmul((float)c[2], ob_fmul(dwb, x0.x)), ob_fmul(mwb, x0.y)));
+                    acc[j][3] = ob_fadd(acc[j][3], ob_fadd(ob_fmul((float)c[3], ob_fmul(dwb, x1.x)), ob_fmul(mwb, x1.y)));
                 }
             }
         } else {
@@ -359,10 +361,10 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
                     int c[4];
                     imma_k16(c, a0, a1, b0);
                     const float x0 = s.xd[q][tb + 2 * tig].x, x1 = s.xd[q][tb + 2 * tig + 1].x;
-                    acc[j][0] += (float)c[0] * dwa * x0;
-                    acc[j][1] += (float)c[1] * dwa * x1;
-                    acc[j][2] += (float)c[2] * dwb * x0;
-                    acc[j][3] += (float)c[3] * dwb * x1;
+                    acc[j][0] = ob_fadd(acc[j][0], ob_fmul((float)c[0], ob_fmul(dwa, x0)));
+                    acc[j][1] = ob_fadd(acc[j][1], ob_fmul((float)c[1], ob_fmul(dwa, x1)));
+                    acc[j][2] = ob_fadd(acc[j][2], ob_fmul((float)c[2], ob_fmul(dwb, x0)));
+                    acc[j][3] = ob_fadd(acc[j][3], ob_fmul((float)c[3], ob_fmul(dwb, x1)));
                 }
             }
         }
@@ -398,7 +400,10 @@ __global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, 
 /* ---- host side ---- */
 
 bool cuda_mmq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
-    if (!c->mmq || n < c->mmq_min || n > c->mmq_max || w->ne[0] % MMQ_BK != 0) return false;
+    if (!c->mmq || w->ne[0] % MMQ_BK != 0) return false;
+    /* batch-invariant mode: every batch size through this kernel (a token's sums do not depend
+     * on the tile it sits in: exact integer products, then float sums in step and piece order) */
+    if (!c->invariant && (n < c->mmq_min || n > c->mmq_max)) return false;
     switch ((int)w->type) {
     case OB_TYPE_Q4_K:
     case OB_TYPE_Q5_K:
@@ -421,7 +426,8 @@ static int mmq_launch(cuda_backend *c, const ob_tensor *w, const q8_act &a, int 
     /* split the steps until the grid has about mmq_blocks blocks per SM (two steps a split at least) */
     int S = c->mmq_split;
     if (S <= 0) {
-        const int64_t want = (int64_t)c->n_sm * c->mmq_blocks, have = (int64_t)gx * gy;
+        /* batch-invariant mode: the split must not depend on the number of token blocks */
+        const int64_t want = (int64_t)c->n_sm * c->mmq_blocks, have = (int64_t)gx * (c->invariant ? 1 : gy);
         S = have >= want ? 1 : (int)((want + have - 1) / have);
         if (S > nsteps / 2) S = nsteps / 2;
         if (S < 1) S = 1;

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
                         typename Q::xin x;
                         Q::xload(c0 + k * step, a, t, x);
 #pragma unroll
-                        for (int j = 0; j < R; j++) acc[j][t] += Q::dot1(r[k][j], c0 + k * step, x);
+                        for (int j = 0; j < R; j++) acc[j][t] = ob_fadd(acc[j][t], Q::dot1(r[k][j], c0 + k * step, x));
                     }
         }
     }
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
         for (int t = 0; t < n; t++) {
             typename Q::xin x;
             Q::xload(c, a, t, x);
-            acc[warp][t][lane] += Q::dotd(d, c, x);
+            acc[warp][t][lane] = ob_fadd(acc[warp][t][lane], Q::dotd(d, c, x));
         }
     }
     const float b0 = bias ? bias[row] : 0.0f;
@@ -157,7 +157,10 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
     const int R = n == 1 ? c->mmvq_r : 1;
     const int U = n == 1 ? c->mmvq_u : n <= 2 ? 2 : 1;
     const int64_t want = (int64_t)c->n_sm * c->mmvq_want, groups = (nout + R - 1) / R;
-    int wpr = groups >= want ? 1 : 2 * groups >= want ? 2 : 4;
+    /* batch-invariant mode: the split of a row over warps (and so the order of its sums) must
+     * not depend on the batch; R does not change a row's order, so it is chosen from the rows */
+    const int64_t wgroups = c->invariant ? nout : groups;
+    int wpr = wgroups >= want ? 1 : 2 * wgroups >= want ? 2 : 4;
     const int64_t nblocks = nin / ob_qdot<T>::QK;
     const int nch = (int)(nblocks * ob_qdot<T>::CHUNKS);
     while (wpr > 1 && nch < OB_WARP * wpr) wpr /= 2;
@@ -241,7 +244,7 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
         a.ldd = 2 * nb;
         return cuda_mmq_matmul(c, w, a, n, bd, (float *)out->data, ldo);
     }
-    if (n > 8 && n <= MMVQ_BATCH_MAX) {
+    if (n > 8 && n <= MMVQ_BATCH_MAX && !c->invariant) {
         q8_act a;
         a.qx = qx;
         a.dx = dx;

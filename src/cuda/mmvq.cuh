@@ -73,6 +73,32 @@ OB_QFN uint32_t ob_byte_perm(uint32_t lo, uint32_t hi, uint32_t sel) {
 #endif
 }
 
+/* Float arithmetic with no contraction: nvcc may fuse a multiply and an add
+ * into an FMA differently in each instantiation of a kernel (each token
+ * count) or for each accumulator, and a token's result must not depend on
+ * the batch it is in (batch-invariant mode). Rounded as written. */
+OB_QFN float ob_fmul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+OB_QFN float ob_fadd(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+OB_QFN float ob_fsub(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
 OB_QFN uint4 ld_u128(const uint8_t *p) { return *(const uint4 *)p; } /* 16-byte aligned */
 OB_QFN int4 ld_x128(const int8_t *p) { return *(const int4 *)p; }    /* activation bytes: 16-aligned */
 OB_QFN int2 ld_x64(const int8_t *p) { return *(const int2 *)p; }     /* 8-aligned */
@@ -161,7 +187,9 @@ template <> struct ob_qdot<OB_TYPE_Q4_0> {
         for (int b = 0; b < 2; b++)
             s[b] = dot16(w.lo[b][0], w.lo[b][1], w.lo[b][2], w.lo[b][3], x.x[2 * b]) +
                    dot16(w.hi[b][0], w.hi[b][1], w.hi[b][2], w.hi[b][3], x.x[2 * b + 1]);
-        return w.d[0] * (x.ds.x * (float)s[0] - 8.0f * x.ds.y) + w.d[1] * (x.ds.z * (float)s[1] - 8.0f * x.ds.w);
+        const float t0 = ob_fsub(ob_fmul(x.ds.x, (float)s[0]), ob_fmul(8.0f, x.ds.y));
+        const float t1 = ob_fsub(ob_fmul(x.ds.z, (float)s[1]), ob_fmul(8.0f, x.ds.w));
+        return ob_fadd(ob_fmul(w.d[0], t0), ob_fmul(w.d[1], t1));
     }
     OB_QFN float dot1(const raw &r, int c, const xin &x) {
         dec w;
@@ -198,7 +226,7 @@ template <> struct ob_qdot<OB_TYPE_Q8_0> {
     OB_QFN float dotd(const dec &w, int, const xin &x) {
         const int s0 = dot16(w.q[0], w.q[1], w.q[2], w.q[3], x.x[0]) + dot16(w.q[4], w.q[5], w.q[6], w.q[7], x.x[1]);
         const int s1 = dot16(w.q[8], w.q[9], w.q[10], w.q[11], x.x[2]) + dot16(w.q[12], w.q[13], w.q[14], w.q[15], x.x[3]);
-        return w.d[0] * x.ds.x * (float)s0 + w.d[1] * x.ds.z * (float)s1;
+        return ob_fadd(ob_fmul(ob_fmul(w.d[0], x.ds.x), (float)s0), ob_fmul(ob_fmul(w.d[1], x.ds.z), (float)s1));
     }
     OB_QFN float dot1(const raw &r, int c, const xin &x) {
         dec w;
@@ -261,7 +289,9 @@ OB_QFN void kq_scales(const uint4 &h, int c, kq_dec &w) {
 OB_QFN float kq_dotd(const kq_dec &w, const kq_xin &x) {
     const int s0 = dot16(w.lo[0], w.lo[1], w.lo[2], w.lo[3], x.x[0]) + dot16(w.lo[4], w.lo[5], w.lo[6], w.lo[7], x.x[1]);
     const int s1 = dot16(w.hi[0], w.hi[1], w.hi[2], w.hi[3], x.x[2]) + dot16(w.hi[4], w.hi[5], w.hi[6], w.hi[7], x.x[3]);
-    return w.ds0 * (x.dd.x * (float)s0) - w.dm0 * x.dd.y + (w.ds1 * (x.dd.z * (float)s1) - w.dm1 * x.dd.w);
+    const float a = ob_fsub(ob_fmul(w.ds0, ob_fmul(x.dd.x, (float)s0)), ob_fmul(w.dm0, x.dd.y));
+    const float b = ob_fsub(ob_fmul(w.ds1, ob_fmul(x.dd.z, (float)s1)), ob_fmul(w.dm1, x.dd.w));
+    return ob_fadd(a, b);
 }
 
 /* Q4_K (144 bytes: d, dmin, 12 scale bytes, 128 code bytes). Group g of 64
@@ -395,8 +425,8 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            s += x.dx[k] * w.ds[k] *
-                 (float)ob_dp4a(w.w[k][1], (uint32_t)x.x[k].y, ob_dp4a(w.w[k][0], (uint32_t)x.x[k].x, 0));
+            s = ob_fadd(s, ob_fmul(ob_fmul(x.dx[k], w.ds[k]),
+                                   (float)ob_dp4a(w.w[k][1], (uint32_t)x.x[k].y, ob_dp4a(w.w[k][0], (uint32_t)x.x[k].x, 0))));
         return s;
     }
     OB_QFN float dot1(const raw &r, int c, const xin &x) {
@@ -425,7 +455,7 @@ template <int T, int NT> OB_QFN void ob_qdot_row(const uint8_t *row, int64_t nin
         for (int t = 0; t < NT; t++) {
             typename Q::xin x;
             Q::xload(c, a, t, x);
-            acc[t] += Q::dot1(r, c, x);
+            acc[t] = ob_fadd(acc[t], Q::dot1(r, c, x));
         }
     }
 }

@@ -171,6 +171,11 @@ int ob_context_set_embeddings(ob_context *c, bool on) {
     return 0;
 }
 
+int ob_context_set_batch_invariant(ob_context *c, bool on) {
+    if (!c->backend->ops->set_batch_invariant) return 0; /* the CPU backend: always invariant */
+    return c->backend->ops->set_batch_invariant(c->backend, on);
+}
+
 const float *ob_get_embeddings(ob_context *c, int32_t i) {
     if (!c->embeddings || i < 0 || i >= c->n_last || c->n_out == 0) return NULL;
     int32_t o = c->batch_to_out[i];

@@ -160,6 +160,14 @@ int ob_spec_create(ob_model *model, ob_context *ctx, const ob_spec_params *param
     if (!sp) return ob_err(OB_ERR_OOM, "speculative decoding");
     sp->model = model;
     sp->ctx = ctx;
+    /* the verified batch must compute what one token at a time would: the same bits */
+    if (p.type != OB_SPEC_NONE) {
+        int irc = ob_context_set_batch_invariant(ctx, true);
+        if (irc < 0) {
+            ob_free(sp);
+            return ob_err_wrap(irc, "speculative decoding");
+        }
+    }
     sp->p = p;
     sp->n_vocab = ob_model_n_vocab(model);
     sp->n_ctx = cp->n_ctx;

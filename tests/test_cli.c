@@ -169,6 +169,26 @@ TEST(run_tells_the_story) {
     CHECK(strstr(g_out, "tok/s") != NULL);
 }
 
+/* `1bit bench -np N`: N sequences side by side; the JSON row says so and counts every
+ * sequence's tokens; a bad count is refused. */
+TEST(bench_parallel_sequences) {
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("../shared/models is absent");
+        return;
+    }
+    char args[4200];
+    snprintf(args, sizeof args, "bench -m '%s' -p 0 -n 8 -d 4 -np 1,3 -r 1 -t 2 -o jsonl 2>/dev/null",
+             test_path(dir, "stories260K/stories260K.gguf"));
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    const char *one = strstr(g_out, "\"n_parallel\": 1"), *three = strstr(g_out, "\"n_parallel\": 3");
+    CHECK_MSG(one && three, "bench -np 1,3: %s", g_out);
+    CHECK(strstr(g_out, "\"n_gen\": 8") != NULL);
+    snprintf(args, sizeof args, "bench -m '%s' -np 0 -r 1", test_path(dir, "stories260K/stories260K.gguf"));
+    CHECK(run_cli(args, g_out, sizeof g_out, NULL) != 0);
+    CHECK(strstr(g_out, "-np") != NULL);
+}
+
 /* llama.cpp's use_more_bits: the layers its q4_K_M gives q6_K ffn_down(_exps) and attn_v. */
 static int more_bits_layer(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 

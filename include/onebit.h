@@ -97,6 +97,9 @@ typedef struct ob_context_params {
     ob_kv_type kv_type;   /* default F16 */
     int32_t kv_block_size;/* tokens per KV page (default 32) */
     int64_t kv_blocks;    /* pages in the pool (0: enough for n_seq_max full sequences) */
+    int32_t act_bits;     /* activations of the Q4_0 projections: 4 (W4A4) or 8; 0: 4 for a rotated
+                             (--hadamard) file, 8 otherwise. 4 needs a CPU context (a GPU one uses 8);
+                             ob_context_get_params gives the value in effect (docs/quantization.md) */
 } ob_context_params;
 
 ob_context_params ob_context_default_params(void);

@@ -38,8 +38,10 @@
 #include "backend/backend.h"
 #include "core/cpu.h"
 #include "core/mem.h"
+#include "core/status.h"
 #include "cpu/kernels.h"
 #include "quant/quant.h"
+#include "quant/quant_ref.h"
 #include "test.h"
 
 static const ob_type MM_TYPES[] = {
@@ -65,7 +67,8 @@ static void deq_act(ob_act_fmt f, const void *a, int64_t n, float *out) {
     case OB_ACT_BF16:
         for (int64_t i = 0; i < n; i++) out[i] = ob_bf16_to_fp32(((const uint16_t *)a)[i]);
         break;
-    case OB_ACT_Q8: {
+    case OB_ACT_Q8:
+    case OB_ACT_Q4X: {
         const ob_act_q8 *b = a;
         for (int64_t i = 0; i < n; i++) out[i] = b[i / 32].d * (float)b[i / 32].qs[i % 32];
         break;
@@ -73,6 +76,14 @@ static void deq_act(ob_act_fmt f, const void *a, int64_t n, float *out) {
     case OB_ACT_Q8K: {
         const ob_act_q8K *b = a;
         for (int64_t i = 0; i < n; i++) out[i] = b[i / 256].d * (float)b[i / 256].qs[i % 256];
+        break;
+    }
+    case OB_ACT_Q4: {
+        const ob_act_q4 *b = a;
+        for (int64_t i = 0; i < n; i++) {
+            const int j = (int)(i % 32), nib = j < 16 ? b[i / 32].qs[j] & 15 : b[i / 32].qs[j - 16] >> 4;
+            out[i] = b[i / 32].d * (float)((nib ^ 8) - 8);
+        }
         break;
     }
     }
@@ -84,6 +95,8 @@ static void convert_act(const ob_cpu_kernels *k, ob_act_fmt f, const float *x, v
     case OB_ACT_Q8: k->quant_q8(x, dst, n); break;
     case OB_ACT_Q8K: k->quant_q8K(x, dst, n); break;
     case OB_ACT_BF16: k->to_bf16(x, dst, n); break;
+    case OB_ACT_Q4: k->quant_q4(x, dst, n); break;
+    case OB_ACT_Q4X: k->quant_q4x(x, dst, n); break;
     }
 }
 
@@ -279,6 +292,197 @@ TEST(matmul_kernels_against_reference) {
             check_kernels_for_type(t, 256);
             check_kernels_for_type(t, 1536);
         }
+    }
+}
+
+/* ---- W4A4: 4-bit activations x Q4_0 weights ----
+ *
+ * The quantizers (packed nibbles, and the same codes widened to bytes for
+ * the VNNI panels): every tier gives the scalar bytes, and the values
+ * d * q are exactly the Q4_0 reference's round trip (dequantize(quantize
+ * _row_q4_0_ref(x))), the numbers OB_ACT_SIM=q4_0 simulates. The kernels
+ * (dot_a4 on native rows, gemm_a4 on packed panels) against the float64
+ * sum of the dequantized weights times those values: exact int32 block
+ * sums, one float rounding per block, so the 1e-10 NMSE bound of level 2
+ * holds for the same reason; and against the scalar tier's dot_a4 (the
+ * reference kernel) with the same bound. */
+
+TEST(w4a4_quantizer_and_kernels) {
+    const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
+    uint64_t rng = 44;
+    const int64_t n = 2048, rows = 32;
+    enum { MAX_NT = 13 };
+    float *x = ob_malloc((size_t)(MAX_NT * n) * sizeof(float)), *xd = ob_malloc((size_t)(MAX_NT * n) * sizeof(float));
+    float *rt = ob_malloc((size_t)n * sizeof(float));
+    fill_act(x, MAX_NT * n, &rng);
+    for (int i = 0; i < 32; i++) x[64 + i] = 0.0f;   /* an all-zero block */
+    for (int i = 0; i < 32; i++) x[128 + i] = -1.0f; /* ties: the first of equal magnitudes sets the sign */
+    x[140] = 1.0f;
+    const size_t as = ob_act_row_bytes(OB_ACT_Q4, n);
+    CHECK_EQ_INT((long long)as, (long long)(n / 32 * 24));
+    const size_t asx = ob_act_row_bytes(OB_ACT_Q4X, n);
+    char *a_ref = ob_malloc(as * MAX_NT), *a_got = ob_malloc(asx * MAX_NT), *x_ref = ob_malloc(asx * MAX_NT);
+    float *xw = ob_malloc((size_t)n * sizeof(float));
+    void *q4 = ob_malloc(ob_row_size(OB_TYPE_Q4_0, n));
+    for (int t = 0; t < MAX_NT; t++) {
+        ref->quant_q4(x + t * n, (ob_act_q4 *)(void *)(a_ref + (size_t)t * as), n);
+        ref->quant_q4x(x + t * n, (ob_act_q8 *)(void *)(x_ref + (size_t)t * asx), n);
+    }
+    for (int t = 0; t < MAX_NT; t++) {
+        deq_act(OB_ACT_Q4, a_ref + (size_t)t * as, n, xd + t * n);
+        deq_act(OB_ACT_Q4X, x_ref + (size_t)t * asx, n, xw);
+        CHECK_MSG(memcmp(xw, xd + t * n, (size_t)n * sizeof(float)) == 0, "row %d: widened codes differ", t);
+        ob_quantize_row_q4_0_ref(x + t * n, q4, n);
+        ob_dequantize_row_q4_0(q4, rt, n);
+        CHECK_MSG(memcmp(rt, xd + t * n, (size_t)n * sizeof(float)) == 0, "row %d: not Q4_0's round trip", t);
+        const ob_act_q4 *b = (const ob_act_q4 *)(const void *)(a_ref + (size_t)t * as);
+        for (int64_t k = 0; k < n / 32; k++) {
+            int s = 0;
+            for (int i = 0; i < 16; i++) s += ((b[k].qs[i] & 15) ^ 8) - 8 + ((b[k].qs[i] >> 4) ^ 8) - 8;
+            CHECK_EQ_INT(s, b[k].s);
+        }
+    }
+    mm_case c;
+    CHECK(mm_case_init(&c, OB_TYPE_Q4_0, n, rows, &rng) == 0);
+    double *r64 = ob_malloc((size_t)(MAX_NT * rows) * sizeof(double));
+    float *out = ob_malloc((size_t)(MAX_NT * rows) * sizeof(float)), *o_ref = ob_malloc((size_t)(MAX_NT * rows) * sizeof(float));
+    static const int nts[] = {1, 2, 3, 5, 8, 13};
+    int n_packed = 0;
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        memset(a_got, 0x55, asx * MAX_NT);
+        for (int t = 0; t < MAX_NT; t++) k->quant_q4(x + t * n, (ob_act_q4 *)(void *)(a_got + (size_t)t * as), n);
+        CHECK_MSG(memcmp(a_ref, a_got, as * MAX_NT) == 0, "%s: q4 activation blocks differ", tier_name((ob_cpu_tier)ti));
+        memset(a_got, 0x55, asx * MAX_NT);
+        for (int t = 0; t < MAX_NT; t++) k->quant_q4x(x + t * n, (ob_act_q8 *)(void *)(a_got + (size_t)t * asx), n);
+        CHECK_MSG(memcmp(x_ref, a_got, asx * MAX_NT) == 0, "%s: widened q4 blocks differ", tier_name((ob_cpu_tier)ti));
+        const ob_mm_kernels *mk = &k->mm[OB_TYPE_Q4_0];
+        CHECK_MSG(mk->dot_a4 != NULL, "%s: no dot_a4", tier_name((ob_cpu_tier)ti));
+        for (int variant = 0; variant < 2; variant++) {
+            const bool packed = variant == 1;
+            if (packed ? !mk->gemm_a4 : !mk->dot_a4) continue;
+            n_packed += packed;
+            const ob_act_fmt fmt = packed ? mk->packed_a4_act : mk->a4_act;
+            CHECK(fmt == OB_ACT_Q4 || fmt == OB_ACT_Q4X);
+            const size_t gs = ob_act_row_bytes(fmt, n);
+            for (int t = 0; t < MAX_NT; t++) convert_act(k, fmt, x + t * n, a_got + (size_t)t * gs, n);
+            void *panels = NULL;
+            size_t pstride = 0;
+            if (packed) {
+                pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
+                panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
+                memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
+                for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                    mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n,
+                             (char *)panels + (size_t)p * pstride);
+            }
+            for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
+                const int nt = nts[ni];
+                mm_ref(&c, xd, nt, r64);
+                for (int i = 0; i < nt * rows; i++) out[i] = NAN;
+                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT) {
+                    int m = nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT;
+                    for (int64_t r = 0; r < rows; r++)
+                        ref->mm[OB_TYPE_Q4_0].dot_a4(n, (char *)c.wq + (size_t)r * c.row_bytes, a_ref + (size_t)t0 * as,
+                                                     as, m, o_ref + t0 * rows + r, (size_t)rows);
+                    if (packed)
+                        for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                            mk->gemm_a4(n, (char *)panels + (size_t)p * pstride, a_got + (size_t)t0 * gs, gs, m,
+                                        out + t0 * rows + p * OB_PANEL, (size_t)rows);
+                    else
+                        for (int64_t r = 0; r < rows; r++)
+                            mk->dot_a4(n, (char *)c.wq + (size_t)r * c.row_bytes, a_got + (size_t)t0 * gs, gs, m,
+                                       out + t0 * rows + r, (size_t)rows);
+                }
+                double e = nmse(out, r64, nt * rows), e_ref = nmse(o_ref, r64, nt * rows);
+                double *o64 = ob_malloc((size_t)(nt * rows) * sizeof(double));
+                for (int i = 0; i < nt * rows; i++) o64[i] = o_ref[i];
+                double e_vs_scalar = nmse(out, o64, nt * rows);
+                ob_free(o64);
+                CHECK_MSG(e < 1e-10 && e_ref < 1e-10 && e_vs_scalar < 1e-10,
+                          "%s %s q4_0 x a4 nt=%d: NMSE %.3g vs float64, %.3g vs the scalar kernel",
+                          tier_name((ob_cpu_tier)ti), packed ? "packed" : "dot", nt, e, e_vs_scalar);
+            }
+            ob_free_aligned(panels);
+        }
+    }
+    fprintf(stderr, "  w4a4: %d packed kernel(s) checked\n", n_packed);
+    ob_free(x), ob_free(xd), ob_free(rt), ob_free(a_ref), ob_free(a_got), ob_free(x_ref), ob_free(xw), ob_free(q4);
+    ob_free(r64), ob_free(out), ob_free(o_ref);
+    mm_case_free(&c);
+}
+
+/* The backend's matmul_a4 (activation conversion, packing, chunks, bias)
+ * against float64 on the dequantized weights times the Q4_0 round trip of
+ * the activations: the same numbers the kernels multiply, so the 1e-10
+ * bound of the kernels applies; a weight other than Q4_0 is refused. */
+TEST(backend_matmul_a4_every_tier) {
+    uint64_t rng = 91;
+    static const int ns[] = {1, 7, 70};
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        if (!k) continue;
+        ob_backend *b = NULL;
+        CHECK(ob_backend_cpu_create_with(2, k, &b) == 0);
+        if (!b) continue;
+        CHECK(b->ops->matmul_a4 != NULL);
+        for (int pk = 0; pk < 2; pk++) {
+            const int64_t nin = 320, nout = pk ? 48 : 40; /* 40: not a multiple of 16, native rows */
+            mm_case c;
+            if (mm_case_init(&c, OB_TYPE_Q4_0, nin, nout, &rng) < 0) {
+                mm_case_free(&c);
+                continue;
+            }
+            ob_tensor w, x, bias, out;
+            int64_t ne[2] = {nin, nout};
+            ob_tensor_init(&w, OB_TYPE_Q4_0, 2, ne, NULL);
+            CHECK(b->ops->weight(b, &w, c.wq) == 0);
+            float *bv = ob_malloc((size_t)nout * sizeof(float));
+            for (int64_t r = 0; r < nout; r++) bv[r] = test_rand_f32(&rng);
+            int64_t bne = nout;
+            ob_tensor_init(&bias, OB_TYPE_F32, 1, &bne, bv);
+            void *q4 = ob_malloc(ob_row_size(OB_TYPE_Q4_0, nin));
+            for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+                int n = ns[j];
+                float *xv = ob_malloc((size_t)(n * nin) * sizeof(float)), *xr = ob_malloc((size_t)(n * nin) * sizeof(float));
+                float *ov = ob_malloc((size_t)(n * nout) * sizeof(float));
+                double *ref = ob_malloc((size_t)(n * nout) * sizeof(double));
+                fill_act(xv, n * nin, &rng);
+                for (int t = 0; t < n; t++) {
+                    ob_quantize_row_q4_0_ref(xv + t * nin, q4, nin);
+                    ob_dequantize_row_q4_0(q4, xr + t * nin, nin);
+                }
+                ob_tensor_f32_2d(&x, nin, n, xv);
+                ob_tensor_f32_2d(&out, nout, n, ov);
+                CHECK(b->ops->matmul_a4(b, &w, &x, &bias, &out) == 0);
+                mm_ref(&c, xr, n, ref);
+                for (int t = 0; t < n; t++)
+                    for (int64_t r = 0; r < nout; r++) ref[t * nout + r] += bv[r];
+                double e = nmse(ov, ref, n * nout);
+                CHECK_MSG(e < 1e-10, "%s q4_0 a4%s n=%d: NMSE %.3g", tier_name((ob_cpu_tier)ti),
+                          w.extra ? " packed" : "", n, e);
+                ob_free(xv), ob_free(xr), ob_free(ov), ob_free(ref);
+            }
+            ob_free(q4);
+            ob_free(bv);
+            mm_case_free(&c);
+        }
+        /* other weight types have no 4-bit path */
+        mm_case c;
+        if (mm_case_init(&c, OB_TYPE_Q8_0, 64, 16, &rng) == 0) {
+            ob_tensor w, x, out;
+            int64_t ne[2] = {64, 16};
+            float xv[64] = {0}, ov[16];
+            ob_tensor_init(&w, OB_TYPE_Q8_0, 2, ne, NULL);
+            CHECK(b->ops->weight(b, &w, c.wq) == 0);
+            ob_tensor_f32_2d(&x, 64, 1, xv);
+            ob_tensor_f32_2d(&out, 16, 1, ov);
+            CHECK_EQ_INT(b->ops->matmul_a4(b, &w, &x, NULL, &out), OB_ERR_UNSUPPORTED);
+            ob_err_clear();
+        }
+        mm_case_free(&c);
+        ob_backend_free(b);
     }
 }
 

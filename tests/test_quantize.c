@@ -14,14 +14,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "convert/convert.h"
 #include "core/mem.h"
 #include "core/status.h"
+#include "engine/matmul_hook.h"
 #include "gguf/gguf.h"
 #include "onebit.h"
 #include "quant/hadamard.h"
 #include "quant/imatrix.h"
 #include "quant/kl_stats.h"
+#include "quant/quant_ref.h"
 #include "quant/quant_weighted.h"
 #include "quant/quantize.h"
 #include "test.h"
@@ -175,8 +178,9 @@ static const char *synth_path(void) {
     return p;
 }
 
-/* Logits [n][n_vocab] for a token sequence (one thread, one batch). */
-static float *logits_of(const char *path, const ob_token *tok, int n, int *n_vocab) {
+/* Logits [n][n_vocab] for a token sequence (one thread, one batch);
+ * act_bits as ob_context_params (0: the file's default). */
+static float *logits_of_bits(const char *path, const ob_token *tok, int n, int *n_vocab, int act_bits) {
     ob_model *m = NULL;
     ob_model_params mp = ob_model_default_params();
     mp.n_threads = 1;
@@ -188,6 +192,7 @@ static float *logits_of(const char *path, const ob_token *tok, int n, int *n_voc
     cp.n_ctx = n;
     cp.n_batch = n;
     cp.n_threads = 1;
+    cp.act_bits = act_bits;
     ob_context *ctx = NULL;
     float *out = NULL;
     if (ob_context_create(m, &cp, &ctx) == 0) {
@@ -215,6 +220,10 @@ static float *logits_of(const char *path, const ob_token *tok, int n, int *n_voc
     return out;
 }
 
+static float *logits_of(const char *path, const ob_token *tok, int n, int *n_vocab) {
+    return logits_of_bits(path, tok, n, n_vocab, 0);
+}
+
 /* Mean KL divergence (and top-1 agreement) of b's distributions from a's. */
 static double mean_kld(const float *a, const float *b, int n, int V, double *same_top) {
     float *pa = ob_malloc((size_t)V * sizeof(float)), *pb = ob_malloc((size_t)V * sizeof(float));
@@ -230,6 +239,27 @@ static double mean_kld(const float *a, const float *b, int n, int V, double *sam
     ob_free(pb);
     if (same_top) *same_top = (double)same / n;
     return s / n;
+}
+
+/* Standard error of mean_kld(a, b) - mean_kld(a, c), from the same tokens:
+ * the sd of the per-token differences / sqrt(n). */
+static double kld_diff_se(const float *a, const float *b, const float *c, int n, int V) {
+    float *pa = ob_malloc((size_t)V * sizeof(float)), *pb = ob_malloc((size_t)V * sizeof(float));
+    float *pc = ob_malloc((size_t)V * sizeof(float));
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) {
+        ob_log_softmax(a + (size_t)i * V, V, pa);
+        ob_log_softmax(b + (size_t)i * V, V, pb);
+        ob_log_softmax(c + (size_t)i * V, V, pc);
+        double k = ob_kl_divergence(pa, pb, V) - ob_kl_divergence(pa, pc, V);
+        s += k;
+        s2 += k * k;
+    }
+    ob_free(pa);
+    ob_free(pb);
+    ob_free(pc);
+    double m = s / n, var = s2 / n - m * m;
+    return sqrt(var > 0 ? var / (n - 1) : 0);
 }
 
 static void rand_tokens(ob_token *t, int n, int V, uint64_t seed) {
@@ -805,8 +835,17 @@ TEST(kld_cli_save_and_compare) {
     snprintf(args, sizeof args, "kld --base '%s' -m '%s' -t 1", base, q4);
     CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
     double k4 = parse_after(out, "Mean KLD: ");
-    fprintf(stderr, "  kld cli: self %.6f q8_0 %.6f q4_0 %.6f\n", k_self, k8, k4);
-    CHECK(k_self < k8 && k8 < k4);
+    /* --act-bits: 4-bit activations on the Q4_0 projections cost accuracy; 8 is this file's default */
+    snprintf(args, sizeof args, "kld --base '%s' -m '%s' -t 1 --act-bits 4", base, q4);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    double k4a4 = parse_after(out, "Mean KLD: ");
+    snprintf(args, sizeof args, "kld --base '%s' -m '%s' -t 1 --act-bits 8", base, q4);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    CHECK(parse_after(out, "Mean KLD: ") == k4);
+    fprintf(stderr, "  kld cli: self %.6f q8_0 %.6f q4_0 %.6f q4_0 W4A4 %.6f\n", k_self, k8, k4, k4a4);
+    CHECK(k_self < k8 && k8 < k4 && k4 < k4a4);
+    snprintf(args, sizeof args, "kld --base '%s' -m '%s' --act-bits 3", base, q4);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 1);
     /* a model with another vocabulary is refused */
     synth sv = g_synth;
     sv.n_layer = 1;
@@ -1313,7 +1352,8 @@ TEST(hadamard_exact_path_and_stamp) {
     CHECK(sim != NULL);
     if (a && sim) CHECK(mean_kld(a, sim, N, V, NULL) > 1e-6);
     ob_free(sim);
-    float *c = logits_of(q4, tok, N, &V), *d = logits_of(plain, tok, N, &V), *e = logits_of(unst, tok, N, &V);
+    /* 8-bit activations here (a rotated file defaults to 4): this compares the weights */
+    float *c = logits_of_bits(q4, tok, N, &V, 8), *d = logits_of(plain, tok, N, &V), *e = logits_of(unst, tok, N, &V);
     CHECK(c && d && e);
     if (a && c && d && e) {
         double k_rot = mean_kld(a, c, N, V, NULL), k_plain = mean_kld(a, d, N, V, NULL),
@@ -1328,6 +1368,168 @@ TEST(hadamard_exact_path_and_stamp) {
     ob_free(c);
     ob_free(d);
     ob_free(e);
+}
+
+/* The W4A4 path (docs/quantization.md) at one matmul, through the hook as
+ * a stamped file runs it (rotation, then 4-bit activations), against
+ * OB_ACT_SIM=q4_0's arithmetic (rotation, Q4_0 round trip, 8-bit matmul).
+ * Both use the same 4-bit values v (the kernel tests show the codes are the
+ * Q4_0 reference's); the simulation then rounds v again to 8 bits, to the
+ * nearest multiple of d8 = max|v| / 127 per block, while W4A4 multiplies v
+ * exactly. So for every output |W4A4 - sim| <= sum over blocks of
+ * d8 / 2 * sum |w| (that second rounding) plus float rounding, which we
+ * bound by 1e-5 of sum |w v|; W4A4 against float64 on v is float rounding
+ * alone. */
+TEST(hadamard_w4a4_matmul) {
+    enum { NIN = 256, NOUT = 48, NT = 5 };
+    uint64_t rng = 17;
+    float *wf = ob_malloc(sizeof(float) * NIN * NOUT), *wd = ob_malloc(sizeof(float) * NIN * NOUT);
+    float *x = ob_malloc(sizeof(float) * NIN * NT), *v = ob_malloc(sizeof(float) * NIN * NT);
+    float *o4 = ob_malloc(sizeof(float) * NOUT * NT), *os = ob_malloc(sizeof(float) * NOUT * NT);
+    const size_t rb = ob_row_size(OB_TYPE_Q4_0, NIN);
+    char *wq = ob_malloc(rb * NOUT), *q = ob_malloc(rb);
+    for (int i = 0; i < NIN * NOUT; i++) wf[i] = 0.05f * test_rand_normal(&rng) * (i % NIN < 3 ? 6.0f : 1.0f);
+    for (int r = 0; r < NOUT; r++) {
+        ob_quantize_row_q4_0_ref(wf + r * NIN, wq + (size_t)r * rb, NIN);
+        ob_dequantize_row_q4_0(wq + (size_t)r * rb, wd + r * NIN, NIN);
+    }
+    for (int i = 0; i < NIN * NT; i++) x[i] = test_rand_normal(&rng) * (i % NIN < 3 ? 8.0f : 1.0f);
+    /* v: rotated, then Q4_0's round trip (what both paths multiply first) */
+    memcpy(v, x, sizeof(float) * NIN * NT);
+    ob_hadamard_rotate_rows(v, NIN, NT, 99);
+    for (int t = 0; t < NT; t++) {
+        ob_quantize_row_q4_0_ref(v + t * NIN, q, NIN);
+        ob_dequantize_row_q4_0(q, v + t * NIN, NIN);
+    }
+    ob_backend *b = NULL;
+    CHECK_OK(ob_backend_cpu_create(2, &b));
+    ob_matmul_hook *h4 = NULL, *hs = NULL;
+    if (b) {
+        CHECK_OK(ob_matmul_hook_create(b, &h4));
+        CHECK_OK(ob_matmul_hook_create(b, &hs));
+    }
+    if (b && h4 && hs) {
+        h4->rotate = hs->rotate = true;
+        h4->seed = hs->seed = 99;
+        h4->act_bits = 4;
+        hs->act_sim = OB_TYPE_Q4_0;
+        ob_tensor w, xt, ot;
+        int64_t ne[2] = {NIN, NOUT};
+        ob_tensor_init(&w, OB_TYPE_Q4_0, 2, ne, NULL);
+        w.name = "blk.0.ffn_up.weight";
+        CHECK_OK(b->ops->weight(b, &w, wq));
+        ob_tensor_f32_2d(&xt, NIN, NT, x);
+        ob_matmul_hook *hooks[2] = {h4, hs};
+        float *outs[2] = {o4, os};
+        for (int k = 0; k < 2; k++) {
+            ob_tensor_f32_2d(&ot, NOUT, NT, outs[k]);
+            ob_matmul_hook_enter(hooks[k], b);
+            CHECK_OK(b->ops->matmul(b, &w, &xt, NULL, &ot));
+            ob_matmul_hook_leave(hooks[k], b);
+        }
+        double worst = 0, worst_exact = 0, seen = 0;
+        for (int t = 0; t < NT; t++)
+            for (int r = 0; r < NOUT; r++) {
+                double exact = 0, mag = 0, second = 0;
+                for (int blk = 0; blk < NIN / 32; blk++) {
+                    double vmax = 0, wsum = 0;
+                    for (int i = blk * 32; i < blk * 32 + 32; i++) {
+                        vmax = fmax(vmax, fabs((double)v[t * NIN + i]));
+                        wsum += fabs((double)wd[r * NIN + i]);
+                        exact += (double)wd[r * NIN + i] * v[t * NIN + i];
+                        mag += fabs((double)wd[r * NIN + i] * v[t * NIN + i]);
+                    }
+                    second += vmax / 127.0 / 2.0 * wsum;
+                }
+                const double d4 = fabs(o4[t * NOUT + r] - exact), ds = fabs((double)o4[t * NOUT + r] - os[t * NOUT + r]);
+                worst_exact = fmax(worst_exact, d4 / (1e-5 * mag));
+                worst = fmax(worst, ds / (second + 1e-5 * mag));
+                seen = fmax(seen, ds);
+            }
+        fprintf(stderr, "  one matmul: |W4A4 - float64 on v| <= %.3g of its bound, |W4A4 - sim| <= %.3g of its bound "
+                        "(max %.3g)\n", worst_exact, worst, seen);
+        CHECK(worst_exact <= 1.0);
+        CHECK(worst <= 1.0);
+        CHECK(seen > 0); /* the simulation's second rounding is real */
+    }
+    ob_matmul_hook_free(h4);
+    ob_matmul_hook_free(hs);
+    ob_backend_free(b);
+    ob_free(wf), ob_free(wd), ob_free(x), ob_free(v), ob_free(o4), ob_free(os), ob_free(wq), ob_free(q);
+}
+
+/* The W4A4 path through a whole model: a rotated Q4_0 file runs its Q4_0
+ * projections with 4-bit activations by default; a plain one when asked.
+ * Logits of W4A4 and OB_ACT_SIM=q4_0 do not agree closely here, although
+ * one matmul does (above): every layer rounds its inputs to 4 bits again,
+ * and a difference of a fraction of a step moves some values across a
+ * rounding boundary, where it becomes a whole step. So at the model level
+ * the two are two draws of the same 4-bit noise (the simulation's extra
+ * rounding adds about 1/16 to its rms): their mean KLDs from F32 must agree
+ * within 3 standard errors of their difference (paired over the N tokens). */
+TEST(hadamard_w4a4) {
+    synth s = g_synth;
+    s.n_layer = 2;
+    s.outlier_cols = 3;
+    const char *src = tmp("w4-src.gguf"), *q4 = tmp("w4-rot-q4.gguf"), *plain = tmp("w4-plain-q4.gguf");
+    CHECK_OK(write_synth(src, &s));
+    ob_quantize_params p;
+    ob_quantize_params_init(&p);
+    p.n_threads = 1;
+    p.hadamard = true;
+    CHECK_OK(ob_quantize_file(src, q4, ob_ftype_find("Q4_0"), &p, NULL));
+    p.hadamard = false;
+    CHECK_OK(ob_quantize_file(src, plain, ob_ftype_find("Q4_0"), &p, NULL));
+    /* which bits a context uses */
+    static const struct {
+        int ask, want;
+    } cases[] = {{0, 4}, {8, 8}, {4, 4}, {0, 8}, {4, 4}}; /* 3 on the rotated file, 2 on the plain one */
+    for (int i = 0; i < 5; i++) {
+        ob_model *m = NULL;
+        ob_model_params mp = ob_model_default_params();
+        CHECK_OK(ob_model_load(i < 3 ? q4 : plain, &mp, &m));
+        if (!m) continue;
+        ob_context_params cp = ob_context_default_params();
+        cp.n_ctx = 16;
+        cp.n_threads = 1;
+        cp.act_bits = cases[i].ask;
+        ob_context *ctx = NULL;
+        CHECK_OK(ob_context_create(m, &cp, &ctx));
+        if (ctx) CHECK_EQ_INT(ob_context_get_params(ctx)->act_bits, cases[i].want);
+        ob_context_free(ctx);
+        ctx = NULL;
+        cp.act_bits = 5;
+        CHECK_EQ_INT(ob_context_create(m, &cp, &ctx), OB_ERR_INVALID_ARG);
+        ob_model_free(m);
+    }
+    enum { N = 32 };
+    ob_token tok[N];
+    rand_tokens(tok, N, s.n_vocab, 5);
+    int V = 0;
+    float *ref = logits_of(src, tok, N, &V);
+    float *w4 = logits_of(q4, tok, N, &V), *w4x = logits_of_bits(q4, tok, N, &V, 4), *a8 = logits_of_bits(q4, tok, N, &V, 8);
+    setenv("OB_ACT_SIM", "q4_0", 1);
+    float *sim = logits_of(q4, tok, N, &V), *psim = logits_of(plain, tok, N, &V);
+    unsetenv("OB_ACT_SIM");
+    float *pw4 = logits_of_bits(plain, tok, N, &V, 4), *pa8 = logits_of(plain, tok, N, &V);
+    CHECK(ref && w4 && w4x && a8 && sim && psim && pw4 && pa8);
+    if (ref && w4 && w4x && a8 && sim && psim && pw4 && pa8) {
+        const size_t NV = (size_t)N * V;
+        CHECK(memcmp(w4, w4x, NV * sizeof(float)) == 0); /* the default for a rotated file is 4 */
+        double k_w4 = mean_kld(ref, w4, N, V, NULL), k_sim = mean_kld(ref, sim, N, V, NULL),
+               k_a8 = mean_kld(ref, a8, N, V, NULL), k_pw4 = mean_kld(ref, pw4, N, V, NULL),
+               k_psim = mean_kld(ref, psim, N, V, NULL), k_pa8 = mean_kld(ref, pa8, N, V, NULL);
+        fprintf(stderr, "  KLD vs F32: rotated W4A4 %.5f (sim %.5f, A8 %.5f), plain W4A4 %.5f (sim %.5f, A8 %.5f)\n",
+                k_w4, k_sim, k_a8, k_pw4, k_psim, k_pa8);
+        const double se = kld_diff_se(ref, w4, sim, N, V), pse = kld_diff_se(ref, pw4, psim, N, V);
+        fprintf(stderr, "  |W4A4 - sim|: rotated %.4f (3 se %.4f), plain %.4f (3 se %.4f)\n", fabs(k_w4 - k_sim), 3 * se,
+                fabs(k_pw4 - k_psim), 3 * pse);
+        CHECK(fabs(k_w4 - k_sim) <= 3 * se);
+        CHECK(fabs(k_pw4 - k_psim) <= 3 * pse);
+        CHECK(k_w4 > k_a8);   /* 4-bit activations cost accuracy */
+        CHECK(k_w4 < k_pw4);  /* and the rotation pays most where activations are 4-bit */
+    }
+    ob_free(ref), ob_free(w4), ob_free(w4x), ob_free(a8), ob_free(sim), ob_free(psim), ob_free(pw4), ob_free(pa8);
 }
 
 TEST(cli_usage_and_errors) {

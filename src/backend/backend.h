@@ -174,6 +174,11 @@ typedef struct ob_backend_ops {
     /* Make every op's result for a token independent of the batch around it
      * (ob_context_set_batch_invariant; optional: NULL = always invariant). */
     int (*set_batch_invariant)(ob_backend *b, bool on);
+    /* matmul with x rounded to 4-bit blocks of 32 (W4A4, the rotated Q4_0
+     * route of docs/quantization.md; optional: NULL = no such path). The CPU
+     * has it for Q4_0 weights and answers OB_ERR_UNSUPPORTED for others.
+     * Last in the table: the CUDA table is initialized by position. */
+    int (*matmul_a4)(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 } ob_backend_ops;
 
 struct ob_backend {
@@ -201,7 +206,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 3 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant */
+#define OB_CUDA_ABI_VERSION 4 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4 */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

@@ -86,6 +86,7 @@ static void usage(void) {
            "                   step is one batch of one token per sequence; t/s counts every sequence's tokens\n"
            "  -o FMT           md (default), csv, json or jsonl\n"
            "  --kv-type T      f16 (default), f32 or q8_0\n"
+           "  --act-bits N     4 or 8: activations of the Q4_0 projections (default 4 for a --hadamard file)\n"
            "  --device D       cpu (default), cuda, auto\n"
            "  --no-warmup      skip the warm-up run\n"
            "  --progress       print each repetition to stderr\n"
@@ -578,6 +579,8 @@ static int kernel_bench(const char *types_arg) {
                     case OB_ACT_Q8: k->quant_q8(x + t * n, (void *)dst, n); break;
                     case OB_ACT_Q8K: k->quant_q8K(x + t * n, (void *)dst, n); break;
                     case OB_ACT_BF16: k->to_bf16(x + t * n, (void *)dst, n); break;
+                    case OB_ACT_Q4: k->quant_q4(x + t * n, (void *)dst, n); break;
+                    case OB_ACT_Q4X: k->quant_q4x(x + t * n, (void *)dst, n); break;
                     }
                 }
                 void *panels = NULL;
@@ -658,6 +661,7 @@ typedef struct bench_opts {
     int reps, n_batch;
     const char *fmt, *device;
     ob_kv_type kv;
+    int act_bits; /* 0: the file's default */
     bool warmup, progress;
 } bench_opts;
 
@@ -766,6 +770,7 @@ static int run_test(const bench_opts *o, ob_model *m, const char *path, int n_pr
     cp.n_batch = o->n_batch > n_par ? o->n_batch : n_par;
     cp.n_threads = threads;
     cp.kv_type = o->kv;
+    cp.act_bits = o->act_bits;
     ob_context *ctx = NULL;
     int rc = ob_context_create(m, &cp, &ctx);
     if (rc < 0) return rc;
@@ -951,6 +956,9 @@ int ob_cmd_bench(int argc, char **argv) {
             else if (!strcmp(v, "f32")) o.kv = OB_KV_F32;
             else if (!strcmp(v, "q8_0")) o.kv = OB_KV_Q8_0;
             else return ob_cli_fail(0, "--kv-type %s: expected f16, f32 or q8_0", v);
+        } else if (!strcmp(a, "--act-bits")) {
+            o.act_bits = atoi(v);
+            if (o.act_bits != 4 && o.act_bits != 8) return ob_cli_fail(0, "--act-bits %s: expected 4 or 8", v);
         } else
             return ob_cli_fail(0, "unknown option %s (see 1bit bench --help)", a);
         if (list && (*count = parse_list(v, list, MAX_LIST)) <= 0) return ob_cli_fail(0, "%s %s: expected a list of numbers", a, v);

@@ -49,15 +49,17 @@ static void kld_row(void *user, int32_t i, const float *logits) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: 1bit kld --save-base BASE.bin -m REF.gguf -f TEXT [-c 512] [--chunks N] [-t N]\n"
-               "       1bit kld --base BASE.bin -m QUANT.gguf [-t N]\n"
+               "       1bit kld --base BASE.bin -m QUANT.gguf [-t N] [--act-bits 4|8]\n"
                "  The first run stores the reference's log-probabilities (16 bits each) for the\n"
                "  second half of every chunk of c tokens; the second compares another model on\n"
-               "  the same tokens: KL divergence, same top token, perplexity difference.\n");
+               "  the same tokens: KL divergence, same top token, perplexity difference.\n"
+               "  --act-bits 4|8: activations of the Q4_0 projections (default 4 for a rotated\n"
+               "  --hadamard file, 8 otherwise; docs/quantization.md).\n");
 }
 
 int ob_cmd_kld(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *save = NULL, *base_path = NULL;
-    int n_ctx = 512, n_chunks_max = -1, n_threads = 0;
+    int n_ctx = 512, n_chunks_max = -1, n_threads = 0, act_bits = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -73,7 +75,10 @@ int ob_cmd_kld(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) n_ctx = atoi(v);
         else if (!strcmp(a, "--chunks")) n_chunks_max = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) n_threads = atoi(v);
-        else return ob_cli_fail(0, "kld: unknown option '%s'", a);
+        else if (!strcmp(a, "--act-bits")) {
+            act_bits = atoi(v);
+            if (act_bits != 4 && act_bits != 8) return ob_cli_fail(0, "kld: --act-bits %s: expected 4 or 8", v);
+        } else return ob_cli_fail(0, "kld: unknown option '%s'", a);
     }
     if (!model_path || (!save == !base_path) || (save && !text_path)) {
         usage(stderr);
@@ -125,6 +130,7 @@ int ob_cmd_kld(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = n_ctx < 512 ? n_ctx : 512;
     cp.n_threads = n_threads;
+    cp.act_bits = act_bits;
     ob_context *ctx = NULL;
     if (rc == 0) rc = ob_context_create(m, &cp, &ctx);
     s.logp = ob_malloc((size_t)s.n_vocab * sizeof(float));

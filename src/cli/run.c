@@ -60,6 +60,7 @@ static void usage(void) {
            "  --presence-penalty X --frequency-penalty X (default 0)\n"
            "  -s, --seed S         random seed (default fixed: same seed, same output)\n"
            "  --kv-type T          f16 (default), f32 or q8_0\n"
+           "  --act-bits N         4 or 8: activations of Q4_0 projections (default 4 for a --hadamard file)\n"
            "  --device D           cpu (default), cuda, cuda:N, or auto (the GPU when there is one)\n"
            "  --no-bos             do not add the model's BOS token\n"
            "  --special            let the prompt contain special-token text\n"
@@ -78,6 +79,7 @@ int ob_cmd_run(int argc, char **argv) {
     int n_predict = 256, threads = 0, n_ctx = 0, n_batch = 512;
     bool add_bos = true, special = false, ignore_eos = false;
     ob_kv_type kv_type = OB_KV_F16;
+    int act_bits = 0;
     ob_sampler_params sp = ob_sampler_default_params();
     ob_spec_params spec = ob_spec_default_params();
     const char *draft_path = NULL;
@@ -125,6 +127,9 @@ int ob_cmd_run(int argc, char **argv) {
             else if (!strcmp(v, "f32")) kv_type = OB_KV_F32;
             else if (!strcmp(v, "q8_0")) kv_type = OB_KV_Q8_0;
             else return ob_cli_fail(0, "run: --kv-type must be f16, f32 or q8_0");
+        } else if (!strcmp(a, "--act-bits")) {
+            act_bits = atoi(v);
+            if (act_bits != 4 && act_bits != 8) return ob_cli_fail(0, "run: --act-bits must be 4 or 8");
         } else return ob_cli_fail(0, "run: unknown option '%s' (see --help)", a);
     }
     if (!model_path) return ob_cli_fail(0, "run: no model (-m MODEL.gguf)");
@@ -169,6 +174,7 @@ int ob_cmd_run(int argc, char **argv) {
     cp.n_threads = threads;
     cp.n_batch = n_batch > 0 ? n_batch : 512;
     cp.kv_type = kv_type;
+    cp.act_bits = act_bits;
     if ((rc = ob_context_create(m, &cp, &ctx)) < 0) {
         ret = ob_cli_fail(rc, "run");
         goto out;

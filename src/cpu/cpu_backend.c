@@ -28,6 +28,7 @@
  * per-thread scratch row and take float dots against every token.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -60,6 +61,7 @@ typedef struct cpu_backend {
     const ob_cpu_kernels *k;
     int n_threads;
     bool repack;
+    bool repack_short;       /* a weight was left in the mapping because memory was short (logged once) */
     float *scratch;          /* [n_threads][scratch_per_thread] */
     size_t scratch_per_thread; /* floats */
     void *act;               /* converted activations of the current matmul */
@@ -184,8 +186,23 @@ static void pack_fn(const ob_task_ctx *ctx, void *arg) {
     }
 }
 
+/* MemAvailable of /proc/meminfo in bytes (free memory plus what the kernel
+ * can reclaim), or -1 where there is no such file. */
+static int64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
 /* Repack a 2-D weight into panels when this tier has a packer for its type
- * and its rows come in 16s; otherwise (or when memory is short) leave it
+ * and its rows come in 16s; otherwise, or when memory is short (the copy
+ * would leave less than 2 GiB available: the mapping it duplicates must stay
+ * readable too - a 30B MoE on a 23 GiB machine was killed for it), leave it
  * in the mapping only. */
 static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
     cpu_backend *c = cpu(b);
@@ -209,6 +226,16 @@ static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
      * costs a good part of a core's bandwidth (the file mapping we would
      * otherwise read is often backed by large page-cache folios). */
     const size_t bytes = ob_mul_size(p->panel_stride, (size_t)p->n_panels);
+    const int64_t avail = mem_available();
+    if (avail >= 0 && (int64_t)bytes + ((int64_t)2 << 30) > avail) {
+        if (!c->repack_short)
+            OB_LOGW("memory is short (%.1f GiB available): weights from '%s' on are used in place, not repacked "
+                    "(slower prompt processing; OB_CPU_REPACK=0 skips repacking from the start)",
+                    (double)avail / (1 << 30), t->name ? t->name : "?");
+        c->repack_short = true;
+        ob_free(p);
+        return 0;
+    }
     p->data = ob_malloc_aligned(bytes, (size_t)2 << 20);
 #if defined(MADV_HUGEPAGE)
     if (p->data) madvise(p->data, (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
@@ -272,6 +299,8 @@ typedef struct mm_task {
     const ob_tensor *w, *x, *bias;
     ob_tensor *out;
     const ob_mm_kernels *mk;  /* NULL: dequantize-and-dot fallback */
+    ob_dot_fn dot;            /* mk's native kernel for fmt (dot or dot_a4) */
+    ob_gemm_panel_fn gemm;    /* mk's panel kernel for fmt (gemm or gemm_a4) */
     const cpu_packed *pk;     /* NULL: native rows */
     ob_act_fmt fmt;
     const char *act;          /* activation rows in fmt (x itself for F32) */
@@ -286,6 +315,8 @@ static void convert_act(const ob_cpu_kernels *k, ob_act_fmt fmt, const float *x,
     case OB_ACT_Q8: k->quant_q8(x, dst, n); break;
     case OB_ACT_Q8K: k->quant_q8K(x, dst, n); break;
     case OB_ACT_BF16: k->to_bf16(x, dst, n); break;
+    case OB_ACT_Q4: k->quant_q4(x, dst, n); break;
+    case OB_ACT_Q4X: k->quant_q4x(x, dst, n); break;
     case OB_ACT_F32: break;
     }
 }
@@ -335,7 +366,7 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
                 const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->mk->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
+                    t->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
                                 out + (size_t)i * os + (size_t)r, os);
                 }
             }
@@ -344,7 +375,7 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
                 const char *wrow = (const char *)t->w->data + (size_t)r * t->w->nb[1];
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->mk->dot(nin, wrow, act + (size_t)i * t->act_stride, t->act_stride, nt,
+                    t->dot(nin, wrow, act + (size_t)i * t->act_stride, t->act_stride, nt,
                                out + (size_t)i * os + (size_t)r, os);
                 }
             }
@@ -361,7 +392,10 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
     }
 }
 
-static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
+/* a4: the W4A4 path (cpu_matmul_a4): Q4_0 weights only, activations
+ * quantized to ob_act_q4 and the dot_a4/gemm_a4 kernels. */
+static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out,
+                         bool a4) {
     cpu_backend *c = cpu(b);
     OB_TRY(check_convertible(w));
     if (x->ne[0] != w->ne[0] || out->ne[0] != w->ne[1] || out->ne[1] != x->ne[1])
@@ -374,13 +408,29 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
     t.c = c, t.w = w, t.x = x, t.bias = bias, t.out = out;
     const cpu_packed *pk = w->extra;
     const ob_mm_kernels *mk = (int)w->type >= 0 && w->type < OB_TYPE_COUNT ? &c->k->mm[w->type] : NULL;
-    if (pk && pk->type == w->type && pk->k->mm[w->type].gemm) {
+    if (a4) {
+        if (w->type != OB_TYPE_Q4_0 || !mk->dot_a4)
+            return ob_err(OB_ERR_UNSUPPORTED, "matmul '%s': no 4-bit activation kernel for %s", w->name ? w->name : "?",
+                          ob_type_name(w->type));
+        if (pk && pk->type == w->type && pk->k->mm[w->type].gemm_a4) {
+            t.pk = pk;
+            t.mk = &pk->k->mm[w->type];
+            t.gemm = t.mk->gemm_a4;
+            t.fmt = t.mk->packed_a4_act;
+        } else {
+            t.mk = mk;
+            t.dot = mk->dot_a4;
+            t.fmt = mk->a4_act;
+        }
+    } else if (pk && pk->type == w->type && pk->k->mm[w->type].gemm) {
         t.pk = pk;
         t.mk = &pk->k->mm[w->type];
         t.fmt = t.mk->packed_act;
+        t.gemm = t.mk->gemm;
     } else if (mk && mk->dot) {
         t.mk = mk;
         t.fmt = mk->act;
+        t.dot = mk->dot;
     } else {
         OB_TRY(ensure_scratch(c, (size_t)nin));
     }
@@ -414,6 +464,14 @@ static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
     ob_threadpool_chunk_reset(c->pool, 0);
     ob_threadpool_run(c->pool, matmul_fn, &t);
     return 0;
+}
+
+static int cpu_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
+    return matmul_common(b, w, x, bias, out, false);
+}
+
+static int cpu_matmul_a4(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
+    return matmul_common(b, w, x, bias, out, true);
 }
 
 /* ---- norms ---- */
@@ -1119,6 +1177,7 @@ static const ob_backend_ops g_cpu_ops = {
     .weight = cpu_weight,
     .get_rows = cpu_get_rows,
     .matmul = cpu_matmul,
+    .matmul_a4 = cpu_matmul_a4,
     .rms_norm = cpu_rms_norm,
     .layer_norm = cpu_layer_norm,
     .rope = cpu_rope,

@@ -52,6 +52,9 @@ typedef enum ob_act_fmt {
     OB_ACT_Q8 = 1,   /* ob_act_q8 blocks of 32 */
     OB_ACT_Q8K = 2,  /* ob_act_q8K super-blocks of 256 */
     OB_ACT_BF16 = 3, /* bf16, round to nearest even */
+    OB_ACT_Q4 = 4,   /* ob_act_q4 blocks of 32 (the W4A4 path; the scalar tier's dot_a4) */
+    OB_ACT_Q4X = 5,  /* ob_act_q8 blocks holding ob_act_q4's codes (-8..7), scale and sum, widened
+                        to bytes once per row for the SIMD kernels, which multiply bytes */
 } ob_act_fmt;
 
 /* 8-bit activations for the 32-element weight types: x[i] ~ d * qs[i],
@@ -65,6 +68,24 @@ typedef struct ob_act_q8 {
     int32_t s;
     int8_t qs[32];
 } ob_act_q8;
+
+/* 4-bit activations (the W4A4 path of rotated Q4_0 files, docs/
+ * quantization.md): 32 signed codes q in -8..7, x[i] ~ d * q[i], two per
+ * byte in Q4_0's order (byte i: element i in the low nibble, element i + 16
+ * in the high one), each nibble two's complement. The rounding is the Q4_0
+ * reference's (quantize_row_q4_0_ref): the value of largest magnitude m
+ * maps to -8 exactly (d = m / -8, so d may be negative), the others to
+ * trunc(x / d + 8.5) - 8 clamped to 7, and d is then rounded to half
+ * precision. So a row of these holds exactly the values OB_ACT_SIM=q4_0
+ * simulates; against the symmetric max|x|/7 this uses all 16 levels (a
+ * step 7/8 as large, 23% less rounding error for the inner values) and
+ * clips only opposite-sign values above 7/8 of m, by at most one step.
+ * s = sum of q (Q4_0 weights' -8 offset: sum (w - 8) q = sum w q - 8 s). */
+typedef struct ob_act_q4 {
+    float d;
+    int32_t s;
+    uint8_t qs[16];
+} ob_act_q4;
 
 /* 8-bit activations for the 256-element types (K-quants, IQ4_XS, TQ*):
  * one scale per super-block, as ggml's Q8_K, because these weights combine
@@ -109,6 +130,13 @@ typedef struct ob_mm_kernels {
     ob_panel_bytes_fn panel_bytes;
     ob_pack_fn pack;
     ob_gemm_panel_fn gemm;
+    /* W4A4 (Q4_0 only; NULL elsewhere): the same two shapes taking 4-bit
+     * activations in a4_act / packed_a4_act (OB_ACT_Q4 or OB_ACT_Q4X: the
+     * same numbers); gemm_a4 reads the panels `pack` made. */
+    ob_act_fmt a4_act;
+    ob_dot_fn dot_a4;
+    ob_act_fmt packed_a4_act;
+    ob_gemm_panel_fn gemm_a4;
 } ob_mm_kernels;
 
 typedef struct ob_cpu_kernels {
@@ -128,6 +156,8 @@ typedef struct ob_cpu_kernels {
     /* activation quantizers (n a multiple of 32 / 256; any n for bf16) */
     void (*quant_q8)(const float *x, ob_act_q8 *y, int64_t n);
     void (*quant_q8K)(const float *x, ob_act_q8K *y, int64_t n);
+    void (*quant_q4)(const float *x, ob_act_q4 *y, int64_t n);
+    void (*quant_q4x)(const float *x, ob_act_q8 *y, int64_t n); /* the same codes, widened (OB_ACT_Q4X) */
     void (*to_bf16)(const float *x, uint16_t *y, int64_t n);
 
     ob_mm_kernels mm[OB_TYPE_COUNT];
@@ -185,6 +215,8 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
 float ob_dot_f32_scalar(const float *x, const float *y, int64_t n);
 void ob_quant_q8_scalar(const float *x, ob_act_q8 *y, int64_t n);
 void ob_quant_q8K_scalar(const float *x, ob_act_q8K *y, int64_t n);
+void ob_quant_q4_scalar(const float *x, ob_act_q4 *y, int64_t n);
+void ob_quant_q4x_scalar(const float *x, ob_act_q8 *y, int64_t n);
 void ob_to_bf16_scalar(const float *x, uint16_t *y, int64_t n);
 
 /* CPU backend with an explicit kernel table (tests compare tiers in one

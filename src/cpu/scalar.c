@@ -92,6 +92,43 @@ void ob_quant_q8K_scalar(const float *x, ob_act_q8K *y, int64_t n) {
     }
 }
 
+/* The Q4_0 reference's rounding (kernels.h, ob_act_q4), term for term, so
+ * the codes equal quantize_row_q4_0_ref's and the scale its half. */
+void ob_quant_q4_scalar(const float *x, ob_act_q4 *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        float best = 0.0f, max = 0.0f;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(x[i]) > best) {
+                best = fabsf(x[i]);
+                max = x[i];
+            }
+        const float d = max / -8, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int32_t s = 0;
+        for (int i = 0; i < 16; i++) {
+            int q0 = (int)(x[i] * id + 8.5f), q1 = (int)(x[i + 16] * id + 8.5f);
+            q0 = (q0 < 15 ? q0 : 15) - 8;
+            q1 = (q1 < 15 ? q1 : 15) - 8;
+            s += q0 + q1;
+            y[b].qs[i] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
+        }
+        y[b].d = ob_fp16_to_fp32(ob_fp32_to_fp16(d));
+        y[b].s = s;
+    }
+}
+
+void ob_quant_q4x_scalar(const float *x, ob_act_q8 *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        ob_act_q4 q;
+        ob_quant_q4_scalar(x + 32 * b, &q, 32);
+        for (int i = 0; i < 16; i++) {
+            y[b].qs[i] = (int8_t)(((q.qs[i] & 15) ^ 8) - 8);
+            y[b].qs[i + 16] = (int8_t)(((q.qs[i] >> 4) ^ 8) - 8);
+        }
+        y[b].d = q.d;
+        y[b].s = q.s;
+    }
+}
+
 void ob_to_bf16_scalar(const float *x, uint16_t *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = ob_fp32_to_bf16(x[i]);
 }
@@ -102,6 +139,8 @@ size_t ob_act_row_bytes(ob_act_fmt f, int64_t n) {
     case OB_ACT_Q8: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(ob_act_q8);
     case OB_ACT_Q8K: return n % OB_QK_K ? 0 : (size_t)(n / OB_QK_K) * sizeof(ob_act_q8K);
     case OB_ACT_BF16: return (size_t)n * sizeof(uint16_t);
+    case OB_ACT_Q4: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(ob_act_q4);
+    case OB_ACT_Q4X: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(ob_act_q8);
     }
     return 0;
 }
@@ -158,6 +197,29 @@ static void dot_float_generic(ob_type type, int64_t n, const void *w, const void
         for (int t = 0; t < nt; t++) {
             const float *a = (const float *)(const void *)((const char *)act + (size_t)t * act_stride) + k0;
             acc[t] += ob_dot_f32_scalar(wf, a, len);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[(size_t)t * out_stride] = acc[t];
+}
+
+/* Q4_0 weights x 4-bit activations: the integer sum of (w - 8) * q per
+ * block, then one float multiply by the product of the two scales. */
+static inline int sext4(int v) { return (v ^ 8) - 8; }
+
+static void dot_q4_0_a4_scalar(int64_t n, const void *w, const void *act, size_t act_stride, int nt, float *out,
+                               size_t out_stride) {
+    const ob_block_q4_0 *x = w;
+    float acc[OB_MM_MAX_NT] = {0};
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float dw = ob_fp16_to_fp32(x[b].d);
+        for (int t = 0; t < nt; t++) {
+            const ob_act_q4 *a = (const ob_act_q4 *)(const void *)((const char *)act + (size_t)t * act_stride) + b;
+            int32_t isum = 0;
+            for (int i = 0; i < 16; i++) {
+                isum += ((x[b].qs[i] & 15) - 8) * sext4(a->qs[i] & 15);
+                isum += ((x[b].qs[i] >> 4) - 8) * sext4(a->qs[i] >> 4);
+            }
+            acc[t] += (dw * a->d) * (float)isum;
         }
     }
     for (int t = 0; t < nt; t++) out[(size_t)t * out_stride] = acc[t];
@@ -281,6 +343,8 @@ void ob_cpu_fill_scalar(ob_cpu_kernels *k) {
     k->f32_to_f16 = f32_to_f16;
     k->quant_q8 = ob_quant_q8_scalar;
     k->quant_q8K = ob_quant_q8K_scalar;
+    k->quant_q4 = ob_quant_q4_scalar;
+    k->quant_q4x = ob_quant_q4x_scalar;
     k->to_bf16 = ob_to_bf16_scalar;
     k->attn_scores_f32 = attn_scores_f32;
     k->attn_scores_f16 = attn_scores_f16;
@@ -314,4 +378,6 @@ void ob_cpu_fill_scalar(ob_cpu_kernels *k) {
     SET(OB_TYPE_F16, f16, OB_ACT_F32);
     SET(OB_TYPE_BF16, bf16, OB_ACT_F32);
 #undef SET
+    k->mm[OB_TYPE_Q4_0].a4_act = OB_ACT_Q4;
+    k->mm[OB_TYPE_Q4_0].dot_a4 = dot_q4_0_a4_scalar;
 }

@@ -270,6 +270,23 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         if (rc == 0 && !c->hook) rc = ob_matmul_hook_create(c->backend, &c->hook);
         if (rc == 0) c->hook->act_sim = t;
     }
+    if (rc == 0 && p.act_bits != 0 && p.act_bits != 4 && p.act_bits != 8)
+        rc = ob_err(OB_ERR_INVALID_ARG, "act_bits %d: expected 4 or 8 (0: the file's default)", p.act_bits);
+    if (rc == 0) {
+        /* W4A4: the default for a rotated file (the point of rotating), asked for otherwise;
+         * a backend without the path (a GPU) keeps 8-bit activations */
+        int bits = p.act_bits ? p.act_bits : c->hook && c->hook->rotate ? 4 : 8;
+        if (bits == 4 && !c->backend->ops->matmul_a4) {
+            if (p.act_bits == 4) OB_LOGW("act_bits 4: the %s backend has no W4A4 path; using 8", c->backend->ops->name);
+            bits = 8;
+        }
+        if (bits == 4 && !c->hook) rc = ob_matmul_hook_create(c->backend, &c->hook);
+        if (rc == 0 && bits == 4) {
+            c->hook->act_bits = 4;
+            OB_LOGI("context: 4-bit activations for the Q4_0 projections (W4A4; --act-bits 8 for 8-bit)");
+        }
+        c->p.act_bits = bits;
+    }
     if (rc == 0) {
         c->work_floats = m->arch->work_size(m, p.n_batch);
         rc = c->backend->ops->alloc(c->backend, c->work_floats * sizeof(float), (void **)&c->work);

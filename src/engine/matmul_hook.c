@@ -9,6 +9,15 @@
 #include "../quant/hadamard.h"
 #include "matmul_hook.h"
 
+/* The W4A4 product; a backend that turns this weight down gets the 8-bit one. */
+static int matmul_a4(ob_matmul_hook *h, ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias,
+                     ob_tensor *out) {
+    int rc = h->inner->matmul_a4(b, w, x, bias, out);
+    if (rc != OB_ERR_UNSUPPORTED) return rc;
+    ob_err_clear();
+    return h->inner->matmul(b, w, x, bias, out);
+}
+
 static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
     ob_matmul_hook *h = (ob_matmul_hook *)(void *)b->ops;
     const int64_t nin = x->ne[0], n = x->ne[1];
@@ -29,7 +38,8 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
     const bool proj = w->name && x->type == OB_TYPE_F32 && ob_hadamard_applies(w->name, w->ne[0]);
     const bool rot = h->rotate && proj;
     const bool sim = h->act_sim >= 0 && proj;
-    if (!rot && !sim) return h->inner->matmul(b, w, x, bias, out);
+    const bool a4 = h->act_bits == 4 && !sim && proj && w->type == OB_TYPE_Q4_0 && h->inner->matmul_a4;
+    if (!rot && !sim) return a4 ? matmul_a4(h, b, w, x, bias, out) : h->inner->matmul(b, w, x, bias, out);
     size_t need = (size_t)(nin * n);
     if (need > h->scratch_cap) {
         float *s = ob_malloc(need * sizeof(float));
@@ -57,7 +67,7 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
     }
     ob_tensor xr;
     ob_tensor_f32_2d(&xr, nin, n, h->scratch);
-    return h->inner->matmul(b, w, &xr, bias, out);
+    return a4 ? matmul_a4(h, b, w, &xr, bias, out) : h->inner->matmul(b, w, &xr, bias, out);
 }
 
 int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
@@ -67,6 +77,7 @@ int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
     h->ops = *b->ops;
     h->ops.matmul = hook_matmul;
     h->act_sim = -1;
+    h->act_bits = 8;
     *out = h;
     return 0;
 }

@@ -5,9 +5,13 @@
  *     collects the squared activations per weight from it);
  *   - a rotated file (OB_HADAMARD_KEY, src/quant/hadamard.h) gets its
  *     activations rotated before every matmul whose weight was rotated;
+ *   - act_bits 4 (ob_context_params.act_bits; the default for a rotated
+ *     file) sends the projections with Q4_0 weights to the backend's
+ *     matmul_a4: activations rounded to 4-bit blocks (after the rotation)
+ *     and integer W4A4 kernels; other matmuls keep 8-bit activations;
  *   - OB_ACT_SIM=q4_0 (or another 32-block type) rounds the projections'
  *     inputs through that type first: a simulation of low-bit activations
- *     (W4A4) for measuring accuracy, not a fast path.
+ *     for measuring accuracy, not a fast path (it overrides act_bits 4).
  *
  * The hook is an ops table: a copy of the backend's own, with matmul
  * replaced. While a forward pass runs, the context points its backend's
@@ -36,6 +40,7 @@ typedef struct ob_matmul_hook {
     uint32_t seed;
     float *scratch;              /* [scratch_cap] rotated copy of the input */
     size_t scratch_cap;
+    int act_bits;                /* 4: Q4_0 projections go to inner->matmul_a4; else 8-bit */
     int act_sim;                 /* a type (Q4_0, Q8_0, ...) whose rounding the projections' inputs get
                                     before the matmul, to measure low-bit activations; -1: none */
     void *act_buf;               /* [act_buf_cap] one quantized row */

@@ -1069,6 +1069,12 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f) {
     if (vnni) {
         k->name = bf16 ? "avx512-vnni-bf16" : "avx512-vnni";
         PACK(OB_TYPE_Q4_0, q4_0, OB_ACT_Q8);
+        /* W4A4 on the panels: vpdpbusd multiplies bytes, so the 4-bit codes
+         * are widened once per row (OB_ACT_Q4X, not once per panel) and the
+         * 8-bit kernel runs on them unchanged: -8 * s starts each block's
+         * exact int32 sum of (w - 8) q, one float multiply by d_w * d_a. */
+        k->mm[OB_TYPE_Q4_0].gemm_a4 = gemm_q4_0;
+        k->mm[OB_TYPE_Q4_0].packed_a4_act = OB_ACT_Q4X;
         PACK(OB_TYPE_Q4_1, q4_1, OB_ACT_Q8);
         PACK(OB_TYPE_Q5_0, q5_0, OB_ACT_Q8);
         PACK(OB_TYPE_Q5_1, q5_1, OB_ACT_Q8);

@@ -1264,6 +1264,16 @@ TEST(hadamard_rotation_is_orthogonal) {
     CHECK(m1 < m0 / 2); /* the outlier's energy is spread over its block */
     ob_hadamard_unrotate_rows(xr, N, 1, 5);
     for (int i = 0; i < N; i++) CHECK_NEAR(xr[i], x[i], 1e-5 * (fabs(x[i]) + 1));
+    /* the run-time form (a sign table for the widest row) gives the same bits, narrower rows too */
+    float sg[N], a[N], b[N];
+    ob_hadamard_signs(sg, N, 5);
+    for (int n = 32; n <= N; n += 32) {
+        memcpy(a, w, sizeof w);
+        memcpy(b, w, sizeof w);
+        ob_hadamard_rotate_rows(a, n, 1, 5);
+        ob_hadamard_rotate_rows_with(b, n, 1, sg);
+        CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
+    }
     CHECK(ob_hadamard_applies("blk.3.ffn_down.weight", 256));
     CHECK(!ob_hadamard_applies("blk.3.ffn_down.weight", 172));
     CHECK(!ob_hadamard_applies("output.weight", 256));

@@ -49,7 +49,15 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
         h->scratch_cap = need;
     }
     for (int64_t i = 0; i < n; i++) memcpy(h->scratch + i * nin, ob_tensor_row(x, i), (size_t)nin * sizeof(float));
-    if (rot) ob_hadamard_rotate_rows(h->scratch, nin, n, h->seed);
+    if (rot && nin > h->signs_n) {
+        float *sg = ob_malloc((size_t)nin * sizeof(float));
+        if (!sg) return h->rc = ob_err(OB_ERR_OOM, "rotation signs");
+        ob_hadamard_signs(sg, nin, h->seed);
+        ob_free(h->signs);
+        h->signs = sg;
+        h->signs_n = nin;
+    }
+    if (rot) ob_hadamard_rotate_rows_with(h->scratch, nin, n, h->signs);
     if (sim) {
         const ob_type_traits *tr = ob_type_get(h->act_sim);
         size_t rb = ob_row_size((ob_type)h->act_sim, nin);
@@ -85,6 +93,7 @@ int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
 void ob_matmul_hook_free(ob_matmul_hook *h) {
     if (!h) return;
     ob_free(h->scratch);
+    ob_free(h->signs);
     ob_free(h->act_buf);
     ob_free(h);
 }

@@ -39,6 +39,8 @@ typedef struct ob_matmul_hook {
     bool rotate;                 /* rotate inputs of rotated weights */
     uint32_t seed;
     float *scratch;              /* [scratch_cap] rotated copy of the input */
+    float *signs;                /* [signs_n] the rotation's column signs (ob_hadamard_signs) */
+    int64_t signs_n;
     size_t scratch_cap;
     int act_bits;                /* 4: Q4_0 projections go to inner->matmul_a4; else 8-bit */
     int act_sim;                 /* a type (Q4_0, Q8_0, ...) whose rounding the projections' inputs get

@@ -39,6 +39,20 @@ void ob_hadamard_rotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32
     }
 }
 
+void ob_hadamard_signs(float *s, int64_t n, uint32_t seed) {
+    for (int64_t j = 0; j < n; j++) s[j] = sign_of(seed, j);
+}
+
+void ob_hadamard_rotate_rows_with(float *x, int64_t n_per_row, int64_t n_rows, const float *signs) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *row = x + r * n_per_row;
+        for (int64_t b = 0; b + OB_HADAMARD_BLOCK <= n_per_row; b += OB_HADAMARD_BLOCK) {
+            for (int i = 0; i < OB_HADAMARD_BLOCK; i++) row[b + i] *= signs[b + i];
+            fwht32(row + b);
+        }
+    }
+}
+
 void ob_hadamard_unrotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32_t seed) {
     for (int64_t r = 0; r < n_rows; r++) {
         float *row = x + r * n_per_row;

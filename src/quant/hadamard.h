@@ -28,6 +28,11 @@
 
 /* Rotate n_rows rows of n_per_row floats in place (n_per_row a multiple of 32). */
 void ob_hadamard_rotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32_t seed);
+/* The signs s_j of columns 0..n-1 for seed, and the same rotation with them
+ * looked up instead of hashed per element (the run-time path: a table for the
+ * widest row serves every narrower one). Results are identical. */
+void ob_hadamard_signs(float *s, int64_t n, uint32_t seed);
+void ob_hadamard_rotate_rows_with(float *x, int64_t n_per_row, int64_t n_rows, const float *signs);
 /* The inverse (R is orthogonal: signs after the transform instead of before). */
 void ob_hadamard_unrotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32_t seed);
 /* Whether a stamped file rotates this tensor: the attention and FFN

@@ -40,6 +40,7 @@
 #include "core/mem.h"
 #include "core/status.h"
 #include "cpu/kernels.h"
+#include "quant/hadamard.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
 #include "test.h"
@@ -417,6 +418,39 @@ TEST(w4a4_quantizer_and_kernels) {
  * against float64 on the dequantized weights times the Q4_0 round trip of
  * the activations: the same numbers the kernels multiply, so the 1e-10
  * bound of the kernels applies; a weight other than Q4_0 is refused. */
+/* The backend's parallel Hadamard rotation (hadamard_rows: copy + rotate, work split over
+ * (row, block) pairs) gives the serial function's bits: rows with a partial last block, a
+ * strided input, one row and many (past the size that wakes the second thread). */
+TEST(backend_hadamard_rows) {
+    uint64_t rng = 33;
+    ob_backend *b = NULL;
+    CHECK(ob_backend_cpu_create(2, &b) == 0);
+    if (!b) return;
+    CHECK(b->ops->hadamard_rows != NULL);
+    static const int64_t shapes[][2] = {{4096, 1}, {4096, 40}, {100, 3}, {1000, 70}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t d = shapes[k][0], n = shapes[k][1], ld = d + 5; /* strided rows */
+        float *x = ob_malloc((size_t)(ld * n) * sizeof(float)), *sg = ob_malloc((size_t)d * sizeof(float));
+        float *got = ob_malloc((size_t)(d * n) * sizeof(float)), *want = ob_malloc((size_t)(d * n) * sizeof(float));
+        for (int64_t i = 0; i < ld * n; i++) x[i] = test_rand_normal(&rng);
+        ob_hadamard_signs(sg, d, 9);
+        for (int64_t r = 0; r < n; r++) memcpy(want + r * d, x + r * ld, (size_t)d * sizeof(float));
+        ob_hadamard_rotate_rows_with(want, d, n, sg);
+        ob_tensor t;
+        memset(&t, 0, sizeof t);
+        t.type = OB_TYPE_F32;
+        t.ne[0] = d, t.ne[1] = n, t.ne[2] = t.ne[3] = 1;
+        t.nb[0] = sizeof(float), t.nb[1] = (size_t)ld * sizeof(float);
+        t.nb[2] = t.nb[3] = t.nb[1] * (size_t)n;
+        t.data = x;
+        CHECK(b->ops->hadamard_rows(b, &t, got, sg) == 0);
+        CHECK_MSG(memcmp(got, want, (size_t)(d * n) * sizeof(float)) == 0, "hadamard_rows %lld x %lld differs",
+                  (long long)d, (long long)n);
+        ob_free(x), ob_free(sg), ob_free(got), ob_free(want);
+    }
+    ob_backend_free(b);
+}
+
 TEST(backend_matmul_a4_every_tier) {
     uint64_t rng = 91;
     static const int ns[] = {1, 7, 70};

@@ -179,6 +179,12 @@ typedef struct ob_backend_ops {
      * has it for Q4_0 weights and answers OB_ERR_UNSUPPORTED for others.
      * Last in the table: the CUDA table is initialized by position. */
     int (*matmul_a4)(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
+    /* out[r] (host memory, rows of x->ne[0] floats, packed) = row r of x with
+     * every whole block of 32 rotated by ob_hadamard_block with signs[] of its
+     * columns, a partial last block copied (optional: NULL = the engine does
+     * it on one thread). Last in the table: the CUDA table is initialized by
+     * position. */
+    int (*hadamard_rows)(ob_backend *b, const ob_tensor *x, float *out, const float *signs);
 } ob_backend_ops;
 
 struct ob_backend {
@@ -206,7 +212,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 4 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4 */
+#define OB_CUDA_ABI_VERSION 5 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

@@ -38,6 +38,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "../core/threadpool.h"
+#include "../quant/hadamard.h"
 #include "kernels.h"
 
 #define ROWS_PER_CHUNK 16
@@ -1140,6 +1141,36 @@ static int cpu_scale(ob_backend *b, const ob_tensor *x, float s, ob_tensor *out)
     return 0;
 }
 
+/* ---- the Hadamard rotation of activations (rotated files) ---- */
+
+typedef struct had_task {
+    const ob_tensor *x;
+    float *out;
+    const float *signs;
+} had_task;
+
+/* Work items are (row, block) pairs, so a single decode row spreads over the threads too. */
+static void hadamard_fn(const ob_task_ctx *ctx, void *arg) {
+    const had_task *t = arg;
+    const int64_t d = t->x->ne[0], nb = (d + OB_HADAMARD_BLOCK - 1) / OB_HADAMARD_BLOCK;
+    int64_t lo, hi;
+    ob_split_range(nb * t->x->ne[1], ctx->ith, ctx->nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        const int64_t r = i / nb, b = (i % nb) * OB_HADAMARD_BLOCK;
+        const int64_t len = d - b < OB_HADAMARD_BLOCK ? d - b : OB_HADAMARD_BLOCK;
+        float *o = t->out + r * d + b;
+        memcpy(o, (const float *)ob_tensor_row(t->x, r) + b, (size_t)len * sizeof(float));
+        if (len == OB_HADAMARD_BLOCK) ob_hadamard_block(o, t->signs + b);
+    }
+}
+
+static int cpu_hadamard_rows(ob_backend *b, const ob_tensor *x, float *out, const float *signs) {
+    if (x->type != OB_TYPE_F32) return ob_err(OB_ERR_INTERNAL, "hadamard_rows: activations must be f32");
+    had_task t = {x, out, signs};
+    run_op(cpu(b), hadamard_fn, &t, ob_tensor_nelements(x));
+    return 0;
+}
+
 static int cpu_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx, int64_t n, ob_tensor *out) {
     for (int64_t i = 0; i < n; i++) {
         if (idx[i] < 0 || idx[i] >= x->ne[1]) return ob_err(OB_ERR_INTERNAL, "gather row %d", idx[i]);
@@ -1188,6 +1219,7 @@ static const ob_backend_ops g_cpu_ops = {
     .scale = cpu_scale,
     .gather_rows = cpu_gather_rows,
     .sync = NULL,
+    .hadamard_rows = cpu_hadamard_rows,
 };
 
 int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backend **out) {

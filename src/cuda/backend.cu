@@ -639,6 +639,7 @@ static const ob_backend_ops g_cuda_ops = {
     /* .argmax_rows = */ cuda_op_argmax_rows,
     /* .set_batch_invariant = */ cuda_set_batch_invariant,
     /* .matmul_a4 = */ NULL, /* no W4A4 path on the GPU yet: 8-bit activations */
+    /* .hadamard_rows = */ NULL, /* rotated files are refused on the GPU */
 };
 
 /* Why there is no usable device, in words a user can act on. */

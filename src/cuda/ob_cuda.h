@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define OB_CUDA_ABI_VERSION 4 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4 */
+#define OB_CUDA_ABI_VERSION 5 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows */
 
 /* ABI version of the loaded plugin; the host refuses a mismatch. */
 int ob_cuda_abi_version(void);

@@ -48,7 +48,6 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
         h->scratch = s;
         h->scratch_cap = need;
     }
-    for (int64_t i = 0; i < n; i++) memcpy(h->scratch + i * nin, ob_tensor_row(x, i), (size_t)nin * sizeof(float));
     if (rot && nin > h->signs_n) {
         float *sg = ob_malloc((size_t)nin * sizeof(float));
         if (!sg) return h->rc = ob_err(OB_ERR_OOM, "rotation signs");
@@ -57,7 +56,14 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
         h->signs = sg;
         h->signs_n = nin;
     }
-    if (rot) ob_hadamard_rotate_rows_with(h->scratch, nin, n, h->signs);
+    if (rot && h->inner->hadamard_rows) {
+        /* the backend copies and rotates on all its threads */
+        const int rc = h->inner->hadamard_rows(b, x, h->scratch, h->signs);
+        if (rc < 0) return h->rc = rc;
+    } else {
+        for (int64_t i = 0; i < n; i++) memcpy(h->scratch + i * nin, ob_tensor_row(x, i), (size_t)nin * sizeof(float));
+        if (rot) ob_hadamard_rotate_rows_with(h->scratch, nin, n, h->signs);
+    }
     if (sim) {
         const ob_type_traits *tr = ob_type_get(h->act_sim);
         size_t rb = ob_row_size((ob_type)h->act_sim, nin);

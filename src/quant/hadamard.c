@@ -43,13 +43,16 @@ void ob_hadamard_signs(float *s, int64_t n, uint32_t seed) {
     for (int64_t j = 0; j < n; j++) s[j] = sign_of(seed, j);
 }
 
+void ob_hadamard_block(float *v, const float *signs) {
+    for (int i = 0; i < OB_HADAMARD_BLOCK; i++) v[i] *= signs[i];
+    fwht32(v);
+}
+
 void ob_hadamard_rotate_rows_with(float *x, int64_t n_per_row, int64_t n_rows, const float *signs) {
     for (int64_t r = 0; r < n_rows; r++) {
         float *row = x + r * n_per_row;
-        for (int64_t b = 0; b + OB_HADAMARD_BLOCK <= n_per_row; b += OB_HADAMARD_BLOCK) {
-            for (int i = 0; i < OB_HADAMARD_BLOCK; i++) row[b + i] *= signs[b + i];
-            fwht32(row + b);
-        }
+        for (int64_t b = 0; b + OB_HADAMARD_BLOCK <= n_per_row; b += OB_HADAMARD_BLOCK)
+            ob_hadamard_block(row + b, signs + b);
     }
 }
 

@@ -33,6 +33,9 @@ void ob_hadamard_rotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32
  * widest row serves every narrower one). Results are identical. */
 void ob_hadamard_signs(float *s, int64_t n, uint32_t seed);
 void ob_hadamard_rotate_rows_with(float *x, int64_t n_per_row, int64_t n_rows, const float *signs);
+/* One block of 32 in place: v[i] *= signs[i], then the transform (what the
+ * row functions do to each block; backends that rotate in parallel call it). */
+void ob_hadamard_block(float *v, const float *signs);
 /* The inverse (R is orthogonal: signs after the transform instead of before). */
 void ob_hadamard_unrotate_rows(float *x, int64_t n_per_row, int64_t n_rows, uint32_t seed);
 /* Whether a stamped file rotates this tensor: the attention and FFN

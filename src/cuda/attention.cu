@@ -83,6 +83,18 @@ static __device__ __forceinline__ float alibi_slope(int n_head, int h, float max
     return powf(2.0f, -max_bias / (float)(2 * p) * (float)(2 * (h - p) + 1));
 }
 
+/* Positions start..end (inclusive; empty when start > end) of token tk that split sp covers:
+ * split_tiles tiles each (batch-invariant mode), or the token's tiles over `splits`. Both
+ * kernels cut ranges this way, so the combine sees the same partials from either. */
+static __device__ __forceinline__ void split_range(const attn_args &a, const attn_tok &tk, int sp, int &start,
+                                                   int &end) {
+    const int len = tk.pos - tk.kv_start + 1;
+    const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
+    const int tps = a.split_tiles > 0 ? a.split_tiles : (tiles + a.splits - 1) / a.splits;
+    start = tk.kv_start + sp * tps * ATT_TILE;
+    end = min(tk.pos, start + tps * ATT_TILE - 1);
+}
+
 template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(attn_args a) {
     extern __shared__ float smem[];
     const int t = blockIdx.x, hk = blockIdx.y, sp = blockIdx.z;
@@ -97,12 +109,8 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
 
     const attn_tok tk = a.toks[t];
     const int32_t *table = a.tables + tk.table_off;
-    /* this split's range of positions */
-    const int len = tk.pos - tk.kv_start + 1;
-    const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
-    const int tps = a.split_tiles > 0 ? a.split_tiles : (tiles + a.splits - 1) / a.splits;
-    const int start = tk.kv_start + sp * tps * ATT_TILE;
-    const int end = min(tk.pos, start + tps * ATT_TILE - 1); /* inclusive; empty when start > end */
+    int start, end; /* this split's range of positions */
+    split_range(a, tk, sp, start, end);
 
     for (int i = tid; i < G * hd; i += ATT_THREADS) {
         qs[i] = a.q[(int64_t)t * a.ldq + (int64_t)hk * G * hd + i];
@@ -252,11 +260,8 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
     const attn_tok tk = a.toks[t];
     const int32_t *table = a.tables + tk.table_off;
-    const int len = tk.pos - tk.kv_start + 1;
-    const int tiles = (len + ATT_TILE - 1) / ATT_TILE;
-    const int tps = a.split_tiles > 0 ? a.split_tiles : (tiles + a.splits - 1) / a.splits;
-    const int start = tk.kv_start + sp * tps * ATT_TILE;
-    const int end = min(tk.pos, start + tps * ATT_TILE - 1);
+    int start, end;
+    split_range(a, tk, sp, start, end);
     const int e0 = hk * hd + lane * EPL; /* this lane's elements of the K/V row */
 
     float q[GT][EPL], acc[GT][EPL], m[GT], l[GT], slope[GT];

@@ -123,6 +123,15 @@ typedef enum ob_act {
     OB_ACT_RELU = 5,      /* max(x, 0) (opt) */
 } ob_act;
 
+/* A mixture-of-experts layer's expert matrices for the moe_ffn op: gate,
+ * up and down of expert e are gate[e], up[e], down[e] (each [n_embd ->
+ * n_ff_exp] or [n_ff_exp -> n_embd], one type per array). */
+typedef struct ob_moe_params {
+    int n_expert, n_used;
+    bool norm;
+    const ob_tensor *gate, *up, *down;
+} ob_moe_params;
+
 /* The device interface. Every op is required unless marked optional. */
 typedef struct ob_backend_ops {
     const char *name;
@@ -185,6 +194,16 @@ typedef struct ob_backend_ops {
      * it on one thread). Last in the table: the CUDA table is initialized by
      * position. */
     int (*hadamard_rows)(ob_backend *b, const ob_tensor *x, float *out, const float *signs);
+    /* The routed experts of one mixture-of-experts FFN on the device (no
+     * host round trip; optional: NULL, or OB_ERR_UNSUPPORTED for a shape or
+     * type it has no kernel for = the model routes on the host). For each
+     * row t of h: p = softmax(logits row t) over n_expert, the n_used
+     * largest (ties: lower index), weights p (renormalised to sum 1 when
+     * p->norm), out[t] = sum over them of w * down_e(silu(gate_e h[t]) *
+     * up_e h[t]), in slot order; out may alias h. Last in the table
+     * (position-initialized). */
+    int (*moe_ffn)(ob_backend *b, const struct ob_moe_params *p, const ob_tensor *logits, const ob_tensor *h,
+                   ob_tensor *out);
 } ob_backend_ops;
 
 struct ob_backend {
@@ -212,7 +231,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 5 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows */
+#define OB_CUDA_ABI_VERSION 6 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows; 6: moe_ffn */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

@@ -604,6 +604,8 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->act16_scratch) cudaFree(c->act16_scratch);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->mmq_scratch) cudaFree(c->mmq_scratch);
+    if (c->moe_scratch) cudaFree(c->moe_scratch);
+    cuda_moe_free(c);
     if (c->argmax_scratch) cudaFree(c->argmax_scratch);
     if (c->attn_scratch) cudaFree(c->attn_scratch);
     if (c->luts) cudaFree(c->luts);
@@ -640,6 +642,7 @@ static const ob_backend_ops g_cuda_ops = {
     /* .set_batch_invariant = */ cuda_set_batch_invariant,
     /* .matmul_a4 = */ NULL, /* no W4A4 path on the GPU yet: 8-bit activations */
     /* .hadamard_rows = */ NULL, /* rotated files are refused on the GPU */
+    /* .moe_ffn = */ cuda_op_moe_ffn,
 };
 
 /* Why there is no usable device, in words a user can act on. */
@@ -677,6 +680,8 @@ static int backend_init(cuda_backend *c) {
     OB_CU(cudaMemcpy(c->luts, luts, OB_LUT_BYTES, cudaMemcpyHostToDevice));
     OB_TRY(stage_alloc(c, STAGE_INITIAL));
     c->mmv_max = MMV_MAX_DEFAULT;
+    c->moe_pairs = getenv("OB_CUDA_MOE_PAIRS") ? atoi(getenv("OB_CUDA_MOE_PAIRS")) : 64;
+    c->moe_fused = !(getenv("OB_CUDA_MOE_FUSED") && atoi(getenv("OB_CUDA_MOE_FUSED")) == 0);
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
     c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);
     c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 1;

@@ -125,6 +125,13 @@ typedef struct cuda_backend {
     void *host_tmp;
     size_t host_tmp_bytes;
 
+    /* moe.cu: the expert kernels' scratch and the per-layer tables of expert addresses */
+    void *moe_scratch;
+    size_t moe_scratch_bytes;
+    struct moe_table *moe_tabs;
+    int n_moe_tabs, cap_moe_tabs;
+    bool moe_fused;             /* decode: the fused expert kernels (OB_CUDA_MOE_FUSED=0: one launch per product) */
+    int moe_pairs;              /* batches of more (token, expert) pairs group by expert (OB_CUDA_MOE_PAIRS, default 64) */
     /* Weights this backend copied in (freed with the backend). */
     void **weights;
     size_t n_weights, cap_weights;

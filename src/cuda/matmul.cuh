@@ -58,6 +58,10 @@ int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float *
 void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
 
 int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
+/* moe.cu: the routed experts of an MoE FFN (ob_backend_ops.moe_ffn), and freeing its tables. */
+int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logits, const ob_tensor *h,
+                    ob_tensor *out);
+void cuda_moe_free(cuda_backend *c);
 int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 
 #endif

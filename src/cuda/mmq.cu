@@ -238,11 +238,22 @@ template <int BM, int BN> struct mmq_smem {
 };
 
 /* out[t][r] (S == 1) or part[z][t][r] = the block's share of sum_k w[r][k] x[t][k].
- * Grid: (row blocks, token blocks, S); steps kb0 .. kb1 of the row for split z. */
-template <int T, int BM, int BN>
+ * Grid: (row blocks, token blocks, S); steps kb0 .. kb1 of the row for split z.
+ * ID (the experts of an MoE layer, moe.cu): rows of activations grouped by
+ * expert, expert e's at start[e] .. start[e + 1]; grid.y = experts x ty token
+ * blocks, block (x, y) multiplies expert y / ty's matrix tab[y / ty] by its
+ * token block y % ty (blocks past its rows return at once); S = 1. */
+struct mmq_ids {
+    const uint8_t *const *tab;
+    const int32_t *start;
+    int ty;
+};
+
+template <int T, int BM, int BN, bool ID>
 __global__ void __launch_bounds__(MMQ_THREADS, 2)
     mmq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nout, int nsteps, q8_act a, int n,
-               const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, float *__restrict__ part) {
+               const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, float *__restrict__ part,
+               mmq_ids ids) {
     typedef mmq_w<T> W;
     /* warps: WR along rows (16 rows each), WC along tokens (TW tokens, NT tiles of 8 each);
      * every thread decodes PPT pieces a step */
@@ -251,7 +262,18 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
     __shared__ __align__(16) mmq_smem<BM, BN> s;
     const int tid = threadIdx.x, warp = tid / OB_WARP, lane = tid % OB_WARP;
     const int g = lane / 4, tig = lane % 4;
-    const int row0 = blockIdx.x * BM, tok0 = blockIdx.y * BN;
+    const int row0 = blockIdx.x * BM;
+    int tok0 = blockIdx.y * BN;
+    if (ID) {
+        const int e = blockIdx.y / ids.ty, s0 = ids.start[e];
+        tok0 = (blockIdx.y % ids.ty) * BN;
+        n = ids.start[e + 1] - s0;
+        if (tok0 >= n) return; /* the whole block: before any barrier */
+        w = ids.tab[e];
+        a.qx += (int64_t)s0 * a.ldq;
+        a.dx += (int64_t)s0 * a.ldd;
+        out += (int64_t)s0 * ldo;
+    }
     const int per = (nsteps + (int)gridDim.z - 1) / (int)gridDim.z;
     const int kb0 = (int)blockIdx.z * per, kb1 = min(nsteps, kb0 + per);
 
@@ -440,8 +462,9 @@ static int mmq_launch(cuda_backend *c, const ob_tensor *w, const q8_act &a, int 
     }
     const dim3 grid(gx, gy, (unsigned)S);
     c->rec_pdl = c->pdl;
-    OB_TRY(cuda_launch(c, mmq_kernel<T, BM, BN>, grid, MMQ_THREADS, 0, (const uint8_t *)w->data, w->nb[1], (int)nout,
-                       nsteps, a, n, S > 1 ? NULL : bias, out, ldo, part));
+    const mmq_ids none = {NULL, NULL, 1};
+    OB_TRY(cuda_launch(c, mmq_kernel<T, BM, BN, false>, grid, MMQ_THREADS, 0, (const uint8_t *)w->data, w->nb[1],
+                       (int)nout, nsteps, a, n, S > 1 ? NULL : bias, out, ldo, part, none));
     if (S > 1) {
         const int64_t total = (int64_t)n * nout;
         OB_TRY(cuda_launch(c, mmq_reduce_kernel, (unsigned)ob_div_up((size_t)total, 256), 256, 0, (const float *)part, S,
@@ -475,4 +498,44 @@ int cuda_mmq_matmul(cuda_backend *c, const ob_tensor *w, const q8_act &a0, int64
         }
     }
     return 0;
+}
+
+/* ---- the experts of an MoE layer (moe.cu) ---- */
+
+bool cuda_mmq_id_usable(const cuda_backend *c, const ob_tensor *w, int ne) {
+    if (!c->mmq || w[0].ne[0] % MMQ_BK != 0) return false;
+    const int t = (int)w[0].type;
+    if (t != OB_TYPE_Q4_K && t != OB_TYPE_Q5_K && t != OB_TYPE_Q6_K && t != OB_TYPE_Q4_0 && t != OB_TYPE_Q8_0)
+        return false;
+    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16 : 2;
+    for (int e = 0; e < ne; e++)
+        if ((int)w[e].type != t || w[e].nb[1] != w[0].nb[1] || w[e].nb[1] % align || (uintptr_t)w[e].data % align)
+            return false;
+    return true;
+}
+
+template <int T, int BM, int BN>
+static int mmq_id_launch(cuda_backend *c, const uint8_t *const *tab, const int32_t *start, int ne, int max_rows,
+                         size_t nb1, int64_t nin, int64_t nout, const q8_act &a, float *out, int64_t ldo) {
+    const mmq_ids ids = {tab, start, (int)ob_div_up((size_t)max_rows, BN)};
+    const dim3 grid(ob_div_up((size_t)nout, BM), (unsigned)(ne * ids.ty), 1);
+    c->rec_pdl = c->pdl;
+    return cuda_launch(c, mmq_kernel<T, BM, BN, true>, grid, MMQ_THREADS, 0, (const uint8_t *)NULL, nb1, (int)nout,
+                       (int)(nin / MMQ_BK), a, 0, (const float *)NULL, out, ldo, (float *)NULL, ids);
+}
+
+int cuda_mmq_id(cuda_backend *c, int type, const uint8_t *const *tab, const int32_t *start, int ne, int max_rows,
+                size_t nb1, int64_t nin, int64_t nout, const q8_act &a, float *out, int64_t ldo) {
+    if (max_rows <= 0) return 0;
+    if ((int64_t)ne * ob_div_up((size_t)max_rows, 32) > 65535)
+        return ob_cuda_err(OB_ERR_INTERNAL, "mmq: %d experts x %d rows", ne, max_rows);
+    switch (type) {
+#define OB_MI(T)                                                                                                      \
+    case T:                                                                                                           \
+        if (max_rows <= 32) return mmq_id_launch<T, 64, 32>(c, tab, start, ne, max_rows, nb1, nin, nout, a, out, ldo); \
+        return mmq_id_launch<T, 64, 64>(c, tab, start, ne, max_rows, nb1, nin, nout, a, out, ldo);
+        OB_MI(OB_TYPE_Q4_K) OB_MI(OB_TYPE_Q5_K) OB_MI(OB_TYPE_Q6_K) OB_MI(OB_TYPE_Q4_0) OB_MI(OB_TYPE_Q8_0)
+#undef OB_MI
+    default: return ob_cuda_err(OB_ERR_INTERNAL, "mmq: type %d", type);
+    }
 }

@@ -24,7 +24,9 @@
  * (softmax, top-k) and the weighted scatter-add run on the host over the
  * router logits and expert outputs the backend hands back: the backend
  * interface has no scatter op, and on the CPU backend these copies are
- * memcpy. The expert matrices are row ranges of the stacked
+ * memcpy. A backend with the moe_ffn op (CUDA) runs routing and experts
+ * itself when it has kernels for the shape (no shared expert; see
+ * src/cuda/moe.cu), so a decode step never waits for the host. The expert matrices are row ranges of the stacked
  * ffn_{gate,up,down}_exps tensors ([n_embd, n_ff_exp, n_expert]), bound one
  * per expert at load time.
  */
@@ -230,6 +232,14 @@ static int moe_ffn(ob_model_impl *m, ob_backend *b, const ob_layer *L, ob_tensor
     ob_tensor lg;
     ob_tensor_f32_2d(&lg, NE, n, fb->logit);
     OB_TRY(op->matmul(b, &L->ffn_gate_inp, h, NULL, &lg));
+    if (op->moe_ffn && hp->n_ff_shexp == 0) {
+        /* the whole routed FFN on the device, h overwritten in place */
+        const ob_moe_params mp = {(int)NE, (int)hp->n_expert_used, hp->expert_norm, L->exp_gate, L->exp_up,
+                                  L->exp_down};
+        int rc = op->moe_ffn(b, &mp, &lg, h, h);
+        if (rc != OB_ERR_UNSUPPORTED) return rc;
+        ob_err_clear(); /* a shape or type without a device kernel: route on the host */
+    }
     OB_TRY(op->download(b, r->probs, fb->logit, (size_t)(n * NE) * sizeof(float)));
     route_tokens(hp, n, r);
     memset(r->acc, 0, (size_t)(n * E) * sizeof(float));

@@ -71,6 +71,7 @@ typedef struct attn_args {
     const int32_t *tables;
     int splits;
     int split_tiles; /* tiles a split covers; 0: the token's tiles over `splits` */
+    int hsplit;      /* vector kernel: blocks sharing a KV head's query heads (grid.y = n_head_kv * hsplit) */
     float *part_acc; /* [n][n_head][splits][hd] */
     float *part_ml;  /* [n][n_head][splits][2] */
 } attn_args;
@@ -255,8 +256,9 @@ template <int KT, int EPL> static __device__ __forceinline__ void kv_load(const 
 template <int KT, int EPL, int GT>
 __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(attn_args a) {
     extern __shared__ float smem[];
-    const int t = blockIdx.x, hk = blockIdx.y, sp = blockIdx.z;
-    const int hd = a.hd, G = a.n_head / a.n_head_kv;
+    const int t = blockIdx.x, hk = blockIdx.y / a.hsplit, sp = blockIdx.z;
+    const int hd = a.hd, G = a.n_head / a.n_head_kv / a.hsplit; /* this block's query heads */
+    const int hb = hk * (a.n_head / a.n_head_kv) + (blockIdx.y % a.hsplit) * G; /* the first of them */
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
     const attn_tok tk = a.toks[t];
     const int32_t *table = a.tables + tk.table_off;
@@ -268,10 +270,10 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
 #pragma unroll
     for (int g = 0; g < GT; g++) {
         m[g] = -INFINITY, l[g] = 0.0f;
-        slope[g] = a.max_bias > 0.0f && g < G ? alibi_slope(a.n_head, hk * G + g, a.max_bias) : 0.0f;
+        slope[g] = a.max_bias > 0.0f && g < G ? alibi_slope(a.n_head, hb + g, a.max_bias) : 0.0f;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
-            q[g][i] = g < G ? a.q[(int64_t)t * a.ldq + (int64_t)(hk * G + g) * hd + lane * EPL + i] : 0.0f;
+            q[g][i] = g < G ? a.q[(int64_t)t * a.ldq + (int64_t)(hb + g) * hd + lane * EPL + i] : 0.0f;
             acc[g][i] = 0.0f;
         }
     }
@@ -334,9 +336,9 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
                 o += sa[(w * GT + g) * hd + d] * f;
             }
         if (!a.part_acc) {
-            a.out[(int64_t)t * a.ldo + (int64_t)(hk * G + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
+            a.out[(int64_t)t * a.ldo + (int64_t)(hb + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
         } else {
-            const int64_t part = ((int64_t)t * a.n_head + hk * G + g) * a.splits + sp;
+            const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
             a.part_acc[part * hd + d] = o;
             if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
         }
@@ -490,12 +492,24 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     if (smem > c->smem_optin)
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: %d query heads per KV head of dimension %d need %zu bytes of "
                            "shared memory (the device has %zu)", G, hd, smem, c->smem_optin);
-    const dim3 grid((unsigned)n, (unsigned)p->n_head_kv, (unsigned)splits);
+    dim3 grid((unsigned)n, (unsigned)p->n_head_kv, (unsigned)splits);
     a.max_bias = p->max_alibi_bias;
+    a.hsplit = 1;
     /* the vector kernel: F16/Q8_0 cache, head dimension 64/128/256, up to 8 query heads per KV head */
     const int epl = hd / OB_WARP;
     if (c->attn_vec && kti != 0 && hd % OB_WARP == 0 && (epl == 2 || epl == 4 || epl == 8) && G <= 8) {
-        const int GT = G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8;
+        /* few blocks (decode of one or a few sequences at short context: 4 KV heads make 4
+         * blocks): the query heads of a KV head go to separate blocks, which read the same K/V
+         * rows (from L2) but each sum fewer heads a position. Not in batch-invariant mode,
+         * where the grid must not depend on the batch (it would not change a head's sums, but
+         * the rule stays simple). */
+        int hs = 1;
+        const int64_t blocks = n * (int64_t)p->n_head_kv * splits;
+        while (!c->invariant && c->attn_hsplit && G % (2 * hs) == 0 && blocks * 2 * hs <= 2 * (int64_t)c->n_sm) hs *= 2;
+        a.hsplit = hs;
+        grid.y = (unsigned)(p->n_head_kv * hs);
+        const int Gb = G / hs;
+        const int GT = Gb <= 1 ? 1 : Gb <= 2 ? 2 : Gb <= 4 ? 4 : 8;
         const size_t vsmem = sizeof(float) * ((size_t)2 * ATT_VEC_WARPS * GT + (size_t)ATT_VEC_WARPS * GT * hd);
 #define OB_VEC(KT, E, GTV) \
     if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) \

@@ -682,6 +682,8 @@ static int backend_init(cuda_backend *c) {
     c->mmv_max = MMV_MAX_DEFAULT;
     c->moe_pairs = getenv("OB_CUDA_MOE_PAIRS") ? atoi(getenv("OB_CUDA_MOE_PAIRS")) : 64;
     c->moe_fused = !(getenv("OB_CUDA_MOE_FUSED") && atoi(getenv("OB_CUDA_MOE_FUSED")) == 0);
+    c->mmv16 = !(getenv("OB_CUDA_MMV16") && atoi(getenv("OB_CUDA_MMV16")) == 0);
+    c->attn_hsplit = !(getenv("OB_CUDA_ATTN_HSPLIT") && atoi(getenv("OB_CUDA_ATTN_HSPLIT")) == 0);
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
     c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);
     c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 1;

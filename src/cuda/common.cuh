@@ -130,6 +130,8 @@ typedef struct cuda_backend {
     size_t moe_scratch_bytes;
     struct moe_table *moe_tabs;
     int n_moe_tabs, cap_moe_tabs;
+    bool attn_hsplit;           /* vector attention: split a KV head's query heads over blocks when blocks are few (OB_CUDA_ATTN_HSPLIT=0: off) */
+    bool mmv16;                 /* F16/BF16 decode without shared-memory staging (OB_CUDA_MMV16=0: off) */
     bool moe_fused;             /* decode: the fused expert kernels (OB_CUDA_MOE_FUSED=0: one launch per product) */
     int moe_pairs;              /* batches of more (token, expert) pairs group by expert (OB_CUDA_MOE_PAIRS, default 64) */
     /* Weights this backend copied in (freed with the backend). */

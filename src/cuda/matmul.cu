@@ -350,6 +350,9 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
 }
 
 static int mmv_dispatch(cuda_backend *c, int type, const mmv_args *a) {
+    if ((type == OB_TYPE_F16 || type == OB_TYPE_BF16) && c->mmv16 && a->nb1 % 16 == 0 &&
+        (uintptr_t)a->w % 16 == 0)
+        return cuda_mmv16_launch(c, type, a);
     switch (type) {
 #define OB_CASE(T) \
     case T: return mmv_launch<T>(c, a);

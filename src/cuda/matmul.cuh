@@ -45,6 +45,9 @@ typedef struct mmv_args {
 
 /* The decode kernel for weight type T (instantiated in mmv_*.cu). */
 template <int T> int mmv_launch(cuda_backend *c, const mmv_args *a);
+/* F16/BF16 at decode batches without the shared-memory staging (mmv16.cu):
+ * rows of a multiple of 8 elements, 16-byte aligned. */
+int cuda_mmv16_launch(cuda_backend *c, int type, const mmv_args *a);
 
 /* The integer decode kernel (mmvq.cu): whether it takes this weight for a
  * batch of n tokens, and the product itself. */

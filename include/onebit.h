@@ -136,8 +136,9 @@ ob_token ob_get_argmax(ob_context *ctx, int32_t i);
 /* Embeddings instead of logits: while on, each row of a later ob_decode
  * that asks for logits gets the model's final hidden state after the
  * output norm, [n_embd] floats (what embedding models pool), read with
- * ob_get_embeddings; ob_get_logits gives NULL. llama, qwen2 and qwen3
- * only (OB_ERR_UNSUPPORTED otherwise). */
+ * ob_get_embeddings; ob_get_logits gives NULL. llama, qwen2, qwen3 and
+ * the encoders (bert, modern-bert; their hidden states after the final
+ * norm where the model has one) only (OB_ERR_UNSUPPORTED otherwise). */
 int ob_context_set_embeddings(ob_context *ctx, bool on);
 
 /* Make each token's logits independent of the batch it is decoded in, bit for
@@ -152,6 +153,10 @@ const float *ob_get_embeddings(ob_context *ctx, int32_t i);
 /* The GGUF's <arch>.pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank),
  * -1 when the file does not say. */
 int32_t ob_model_pooling_type(const ob_model *model);
+/* True for a bidirectional encoder (bert, modern-bert): an embedding model
+ * that runs only with ob_context_set_embeddings on, each sequence whole in
+ * one ob_decode batch from position 0; it cannot generate text. */
+bool ob_model_is_encoder(const ob_model *model);
 
 /* Positions held by a sequence (its next position). */
 int32_t ob_seq_len(const ob_context *ctx, int32_t seq_id);

@@ -41,6 +41,7 @@
 #include "core/status.h"
 #include "cpu/kernels.h"
 #include "quant/hadamard.h"
+#include "quant/iq_quant.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
 #include "test.h"
@@ -49,6 +50,8 @@ static const ob_type MM_TYPES[] = {
     OB_TYPE_F32,  OB_TYPE_F16,  OB_TYPE_BF16, OB_TYPE_Q4_0, OB_TYPE_Q4_1,   OB_TYPE_Q5_0,   OB_TYPE_Q5_1,
     OB_TYPE_Q8_0, OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K,   OB_TYPE_Q6_K,   OB_TYPE_IQ4_NL,
     OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, OB_TYPE_MXFP4,
+    /* the codebook types (weights from their search, iq_quant.h) */
+    OB_TYPE_IQ2_XXS, OB_TYPE_IQ2_XS, OB_TYPE_IQ2_S, OB_TYPE_IQ3_XXS, OB_TYPE_IQ3_S, OB_TYPE_IQ1_S, OB_TYPE_IQ1_M,
 };
 
 static const char *tier_name(ob_cpu_tier t) { return ob_cpu_tier_name(t); }
@@ -190,7 +193,9 @@ static int mm_case_init(mm_case *c, ob_type type, int64_t n, int64_t rows, uint6
     if (!c->wf || !c->wd || !c->wq) return -1;
     for (int64_t i = 0; i < rows * n; i++) c->wf[i] = 0.05f * test_rand_normal(rng);
     for (int64_t r = 0; r < rows; r++) {
-        tr->from_float_ref(c->wf + r * n, (char *)c->wq + (size_t)r * c->row_bytes, n);
+        if (tr->from_float_ref) tr->from_float_ref(c->wf + r * n, (char *)c->wq + (size_t)r * c->row_bytes, n);
+        else if (!ob_quantize_row_iq(type, c->wf + r * n, (char *)c->wq + (size_t)r * c->row_bytes, n, NULL))
+            return -1;
         tr->to_float((char *)c->wq + (size_t)r * c->row_bytes, c->wd + r * n, n);
     }
     return 0;
@@ -637,8 +642,9 @@ TEST(attention_helpers_match_scalar) {
 TEST(attention_tiles_match_scalar) {
     const ob_cpu_kernels *ref = ob_cpu_kernels_for(OB_CPU_SCALAR);
     uint64_t rng = 11;
-    static const int dims[][3] = {{1, 1, 16}, {2, 8, 64}, {3, 13, 72}, {7, 32, 128}, {5, 9, 40}};
-    enum { MAXM = 8, MAXN = 32, MAXD = 128 };
+    /* M >= 8 with more than 32 keys: the AVX-512 F16 tiles' convert-once path (blocks of 32 keys) */
+    static const int dims[][3] = {{1, 1, 16}, {2, 8, 64}, {3, 13, 72}, {7, 32, 128}, {5, 9, 40}, {8, 45, 72}, {13, 70, 128}};
+    enum { MAXM = 16, MAXN = 80, MAXD = 128 };
     static float q[MAXM][MAXD], kk[MAXN][MAXD + 4], s_ref[MAXM][MAXN], s_got[MAXM][MAXN];
     static float o_ref[MAXM][MAXD], o_got[MAXM][MAXD];
     for (size_t c = 0; c < sizeof dims / sizeof dims[0]; c++) {
@@ -675,6 +681,29 @@ TEST(attention_tiles_match_scalar) {
             k->attn_pv_f16(s_ref[0], M, MAXN, kh[0], sizeof kh[0], nk, d, o_got[0], MAXD);
             for (int m = 0; m < MAXM; m++)
                 CHECK_MSG(rel_err(o_got[m], o_ref[m], MAXD) < 1e-5f, "%s pv f16 M=%d nk=%d d=%d", tier_name((ob_cpu_tier)ti), M, nk, d);
+            /* batch invariance: the rows of one call bit for bit those of the
+             * same rows taken two at a time (a decode step's shape), the
+             * F16 tiles as the F32 ones on the converted rows */
+            static float s_pair[MAXM][MAXN], o_pair[MAXM][MAXD], kf[MAXN][MAXD + 4];
+            memset(s_pair, 0, sizeof s_pair);
+            for (int m = 0; m < M; m += 2)
+                k->attn_qk_f16(q[m], M - m < 2 ? 1 : 2, MAXD, kh[0], sizeof kh[0], nk, d, s_pair[m], MAXN);
+            for (int m = 0; m < M; m++)
+                CHECK_MSG(!memcmp(s_pair[m], s_got[m], (size_t)nk * sizeof(float)), "%s qk f16 rows M=%d nk=%d d=%d",
+                          tier_name((ob_cpu_tier)ti), M, nk, d);
+            for (int j = 0; j < MAXN; j++)
+                for (int i = 0; i < MAXD + 4; i++) kf[j][i] = ob_fp16_to_fp32(kh[j][i]);
+            k->attn_qk(q[0], M, MAXD, kf[0], sizeof kf[0], nk, d, s_pair[0], MAXN);
+            for (int m = 0; m < M; m++)
+                CHECK_MSG(!memcmp(s_pair[m], s_got[m], (size_t)nk * sizeof(float)), "%s qk f16 = f32 M=%d nk=%d d=%d",
+                          tier_name((ob_cpu_tier)ti), M, nk, d);
+            for (int m = 0; m < MAXM; m++)
+                for (int i = 0; i < MAXD; i++) o_pair[m][i] = 0.5f * (float)i;
+            for (int m = 0; m < M; m += 2)
+                k->attn_pv_f16(s_ref[m], M - m < 2 ? 1 : 2, MAXN, kh[0], sizeof kh[0], nk, d, o_pair[m], MAXD);
+            for (int m = 0; m < M; m++)
+                CHECK_MSG(!memcmp(o_pair[m], o_got[m], (size_t)d * sizeof(float)), "%s pv f16 rows M=%d nk=%d d=%d",
+                          tier_name((ob_cpu_tier)ti), M, nk, d);
         }
     }
 }

@@ -1411,6 +1411,103 @@ TEST(model_every_architecture_vs_cpu) {
 /* The same requests twice on the GPU: bit-identical logits and tokens
  * (nothing in a step depends on timing: no atomics, no races). Also with
  * KV Q8_0 and a batch large enough to take the cuBLAS path. */
+/* ---- encoders (tests/data/encoders: bert, modern-bert) ---- */
+
+/* Every position's hidden state of the 64-token fixture prompt from one backend. */
+static float *encoder_hidden(const char *gguf, const char *device, const ob_token *ids, int n, int *E) {
+    ob_model_params mp = ob_model_default_params();
+    mp.device = device;
+    ob_model *m = NULL;
+    if (ob_model_load(gguf, &mp, &m) < 0) {
+        CHECK_MSG(0, "load %s on %s: %s", gguf, device, ob_last_error());
+        return NULL;
+    }
+    *E = ob_model_n_embd(m);
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_batch = 128;
+    cp.kv_type = OB_KV_F32;
+    ob_context *ctx = NULL;
+    float *out = NULL;
+    if (ob_context_create(m, &cp, &ctx) == 0 && ob_context_set_embeddings(ctx, true) == 0) {
+        int32_t pos[128], seq[128];
+        int8_t want[128];
+        for (int i = 0; i < n; i++) pos[i] = i, seq[i] = 0, want[i] = 1;
+        ob_batch b = {n, ids, pos, seq, want};
+        if (ob_decode(ctx, &b) == 0) {
+            out = malloc((size_t)n * (size_t)*E * sizeof(float));
+            for (int i = 0; i < n && out; i++) {
+                const float *h = ob_get_embeddings(ctx, i);
+                if (!h) {
+                    free(out);
+                    out = NULL;
+                    break;
+                }
+                memcpy(out + (size_t)i * (size_t)*E, h, (size_t)*E * sizeof(float));
+            }
+        }
+    }
+    CHECK_MSG(out != NULL, "encoder %s on %s: %s", gguf, device, ob_last_error());
+    ob_context_free(ctx);
+    ob_model_free(m);
+    return out;
+}
+
+/* The encoders on the GPU against the CPU backend: the same converted file, every position's
+ * hidden state within 1e-4 of the row's largest value (F32: float32 rounding, ~1e-6 measured
+ * on the CPU against transformers) or 2e-2 (Q8_0: the GPU's 8-bit activation blocks round
+ * differently from the CPU's; test_encoders measured 3-5e-2 against float references with a
+ * 0.12 bound, and the two backends' 8-bit roundings are closer than either is to float). */
+TEST(model_encoders_vs_cpu) {
+    NEED_GPU();
+    static const char *cases[] = {"bert", "modernbert"};
+    static const ob_type types[] = {OB_TYPE_F32, OB_TYPE_Q8_0};
+    for (size_t ci = 0; ci < 2; ci++) {
+        char dir[4200], path[4300], out[256];
+        snprintf(dir, sizeof dir, "%s/tests/data/encoders/%s", source_dir(), cases[ci]);
+        snprintf(path, sizeof path, "%s/prompt.txt", dir);
+        ob_token ids[128];
+        int n = 0;
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "%s is missing", path);
+        if (!f) continue;
+        while (n < 128 && fscanf(f, "%d", &ids[n]) == 1) n++;
+        fclose(f);
+        for (size_t ti = 0; ti < 2; ti++) {
+            snprintf(out, sizeof out, "/tmp/ob_test_cuda_enc_%d.gguf", (int)getpid());
+            ob_convert_opts o;
+            ob_convert_opts_init(&o);
+            o.outtype = types[ti];
+            if (ob_convert_hf(dir, out, &o) != 0) {
+                CHECK_MSG(0, "convert %s: %s", cases[ci], ob_last_error());
+                continue;
+            }
+            int Ec = 0, Eg = 0;
+            float *c = encoder_hidden(out, "cpu", ids, n, &Ec), *g = encoder_hidden(out, "cuda", ids, n, &Eg);
+            if (c && g && Ec == Eg) {
+                double worst = 0.0;
+                for (int i = 0; i < n; i++) {
+                    double mx = 0.0, d = 0.0;
+                    for (int j = 0; j < Ec; j++) {
+                        mx = fmax(mx, fabs(c[(size_t)i * Ec + j]));
+                        d = fmax(d, fabs((double)g[(size_t)i * Ec + j] - c[(size_t)i * Ec + j]));
+                    }
+                    if (mx > 0 && d / mx > worst) worst = d / mx;
+                }
+                const double bound = types[ti] == OB_TYPE_F32 ? 1e-4 : 2e-2;
+                CHECK_MSG(worst < bound, "encoder %s %s: GPU vs CPU worst relative difference %.3g (bound %.1g)",
+                          cases[ci], ob_type_name(types[ti]), worst, bound);
+                if (g_verbose)
+                    fprintf(stderr, "  encoder %-10s %-5s GPU vs CPU worst %.2e\n", cases[ci],
+                            ob_type_name(types[ti]), worst);
+            }
+            free(c);
+            free(g);
+            unlink(out);
+        }
+    }
+}
+
 TEST(model_repeatable) {
     NEED_GPU();
     char dir[4200], out[256];

@@ -2,7 +2,8 @@
  * test_iq_quant.c - the codebook IQ quantizers (src/quant/iq_quant.c):
  * round trips through the reference dequantizers, the weighted error
  * against the plain nearest-grid-point quantizer, the effect of the
- * importance weights, code validity, and zero/tiny rows. Rows come from a
+ * importance weights, code validity, zero/tiny rows, and the search's bytes
+ * on a fixed input (pinned across speed-only changes). Rows come from a
  * random generator and from stories260K's weights (regrouped into rows of
  * 256: its matrices are 64 wide; the test skips that part without
  * ../shared/models).
@@ -224,6 +225,51 @@ TEST(iq_zeros_tiny_and_refusal) {
         CHECK(!ob_quantize_row_iq(type, x, q, 128, NULL));
     }
     CHECK(!ob_quantize_row_iq(OB_TYPE_Q4_K, x, q, OB_QK_K, NULL));
+}
+
+/* The search's output pinned on a fixed input: FNV-1a of the bytes of two
+ * rows of 1024 (gaussian, every third value cubed; log-normal importance),
+ * without and with the weights. The values were taken from the search as it
+ * was before its speed changes (the precomputed rounding thresholds of
+ * chunk_best), so a change meant only to make it faster must keep them; a
+ * change of the search itself updates them (and docs/quantization.md's
+ * error table). */
+TEST(iq_search_bytes_pinned) {
+    static const struct {
+        ob_type type;
+        uint64_t hash[2]; /* without, with importance weights */
+    } want[] = {
+        {OB_TYPE_IQ3_S, {0x4788dd5a8662cd08ull, 0x05e5eb8610ed2291ull}},
+        {OB_TYPE_IQ3_XXS, {0x30c8410e5bf8e613ull, 0x2232677d40c1b239ull}},
+        {OB_TYPE_IQ2_S, {0x25aed9dc3955988cull, 0x3b83fbab023fd39eull}},
+        {OB_TYPE_IQ2_XS, {0x39cbca3909e1a25cull, 0xc2297e9bf427ca46ull}},
+        {OB_TYPE_IQ2_XXS, {0x46b39f1f8a2d557eull, 0x1f2451cf45c9150bull}},
+        {OB_TYPE_IQ1_M, {0x704b40b184eea02dull, 0x64837d91f87fcc4bull}},
+        {OB_TYPE_IQ1_S, {0x5113269b6142663cull, 0x9692411e471cb597ull}},
+    };
+    enum { R = 2, C = 1024 };
+    static float x[R * C], qw[R * C];
+    uint64_t s = 2024;
+    for (int i = 0; i < R * C; i++) {
+        const float v = test_rand_normal(&s);
+        x[i] = i % 3 ? v : v * v * v;
+    }
+    for (int i = 0; i < R * C; i++) qw[i] = expf(1.2f * test_rand_normal(&s));
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        for (int p = 0; p < 2; p++) {
+            const size_t rb = ob_row_size(want[k].type, C);
+            uint8_t *q = malloc(rb * R);
+            uint64_t h = 1469598103934665603ull;
+            for (int r = 0; q && r < R; r++)
+                CHECK(ob_quantize_row_iq(want[k].type, x + r * C, q + (size_t)r * rb, C, p ? qw + r * C : NULL));
+            for (size_t i = 0; q && i < rb * R; i++) {
+                h ^= q[i];
+                h *= 1099511628211ull;
+            }
+            free(q);
+            CHECK_MSG(h == want[k].hash[p], "%s %s weights: bytes changed (hash %016llx)",
+                      ob_type_name((int)want[k].type), p ? "with" : "without", (unsigned long long)h);
+        }
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -40,6 +40,22 @@ static const char *gguf_of(const ob_arch_info *a) {
     return a->gguf ? a->gguf : a->name;
 }
 
+/* An encoder row (bert.c): its cases live in tests/data/encoders and give
+ * hidden states, not logits (n_gen 0), checked by test_encoders.c. */
+static bool is_encoder_case(const char *c) {
+    char p[1024];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/tests/data/encoders/%s/meta.json", OB_SOURCE_DIR, c);
+    return stat(p, &st) == 0;
+}
+
+static bool is_encoder_row(const ob_arch_info *a) {
+    char list[512];
+    snprintf(list, sizeof list, "%s", a->cases ? a->cases : "");
+    char *save = NULL, *c = strtok_r(list, " ", &save);
+    return c && is_encoder_case(c);
+}
+
 /* Everything left in f, NUL-terminated (free with free), or NULL. */
 static char *read_all(FILE *f, size_t *len) {
     size_t cap = 1 << 16, n = 0, k;
@@ -99,7 +115,7 @@ TEST(every_row_matches_the_loaders) {
                       a->f32_worst, a->f32_bound);
             CHECK(a->f32_bound <= 1e-4); /* the requirement */
             CHECK(a->n_prompt >= 64 && a->top1 == a->n_prompt);
-            CHECK(a->n_gen >= 32 && a->greedy == a->n_gen);
+            CHECK((a->n_gen >= 32 || (is_encoder_row(a) && a->n_gen == 0)) && a->greedy == a->n_gen);
             CHECK(a->backends & OB_ARCH_ON_CPU);
             break;
         case OB_ARCH_MAPPED:
@@ -140,8 +156,11 @@ TEST(verified_rows_have_fixtures_and_tests) {
     char *ref_src = slurp(p, NULL);
     snprintf(p, sizeof p, "%s/tests/test_cuda.c", OB_SOURCE_DIR);
     char *cuda_src = slurp(p, NULL);
-    CHECK(ref_src && cuda_src);
-    if (!ref_src || !cuda_src) goto done;
+    snprintf(p, sizeof p, "%s/tests/test_encoders.c", OB_SOURCE_DIR);
+    char *enc_src = slurp(p, NULL);
+    CHECK(ref_src && cuda_src && enc_src);
+    int n_enc_cases = 0;
+    if (!ref_src || !cuda_src || !enc_src) goto done;
     size_t n = 0;
     const ob_arch_info *rows = ob_arch_infos(&n);
     int n_cases = 0;
@@ -151,6 +170,29 @@ TEST(verified_rows_have_fixtures_and_tests) {
         char list[512];
         snprintf(list, sizeof list, "%s", a->cases);
         for (char *save = NULL, *c = strtok_r(list, " ", &save); c; c = strtok_r(NULL, " ", &save)) {
+            if (is_encoder_case(c)) {
+                /* tests/data/encoders/<c>: hidden.f32 [n_prompt x n_embd], run by test_encoders.c */
+                n_enc_cases++;
+                snprintf(p, sizeof p, "%s/tests/data/encoders/%s/meta.json", OB_SOURCE_DIR, c);
+                json_t *meta = json_load_file(p, 0, NULL);
+                const char *tv = json_string_value(json_object_get(meta, "transformers"));
+                char want[64];
+                snprintf(want, sizeof want, "transformers %s", tv ? tv : "?");
+                CHECK_MSG(tv && strstr(a->reference, want), "%s: case %s was made by %s, the row says '%s'", a->name, c,
+                          want, a->reference);
+                CHECK_EQ_INT(json_integer_value(json_object_get(meta, "n_prompt")), a->n_prompt);
+                CHECK_EQ_STR(json_string_value(json_object_get(meta, "case")), c);
+                long long n_embd = json_integer_value(json_object_get(meta, "n_embd"));
+                json_decref(meta);
+                struct stat st;
+                snprintf(p, sizeof p, "%s/tests/data/encoders/%s/hidden.f32", OB_SOURCE_DIR, c);
+                CHECK_MSG(stat(p, &st) == 0 && n_embd > 0 && st.st_size == (off_t)(a->n_prompt * n_embd * 4), "%s: %s",
+                          c, p);
+                CHECK_MSG(ref_test_runs(enc_src, c, gguf_of(a)), "%s: test_encoders.c does not run case %s as %s",
+                          a->name, c, gguf_of(a));
+                CHECK_MSG(!(a->backends & OB_ARCH_ON_CUDA), "%s claims CUDA; no GPU test runs encoders", a->name);
+                continue;
+            }
             n_cases++;
             snprintf(p, sizeof p, "%s/tests/data/models/%s/meta.json", OB_SOURCE_DIR, c);
             json_error_t je;
@@ -209,9 +251,29 @@ TEST(verified_rows_have_fixtures_and_tests) {
     }
     if (d) closedir(d);
     CHECK_EQ_INT(n_dirs, n_cases);
+    /* and every encoder fixture is some verified row's case */
+    snprintf(p, sizeof p, "%s/tests/data/encoders", OB_SOURCE_DIR);
+    d = opendir(p);
+    int n_enc_dirs = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !is_encoder_case(e->d_name)) continue;
+        n_enc_dirs++;
+        bool claimed = false;
+        for (size_t i = 0; i < n; i++) {
+            if (rows[i].status != OB_ARCH_VERIFIED) continue;
+            char list[512];
+            snprintf(list, sizeof list, "%s", rows[i].cases);
+            for (char *save = NULL, *c = strtok_r(list, " ", &save); c; c = strtok_r(NULL, " ", &save))
+                claimed |= !strcmp(c, e->d_name);
+        }
+        CHECK_MSG(claimed, "encoder fixture %s is no verified row's case", e->d_name);
+    }
+    if (d) closedir(d);
+    CHECK_EQ_INT(n_enc_dirs, n_enc_cases);
 done:
     free(ref_src);
     free(cuda_src);
+    free(enc_src);
 }
 
 TEST(docs_table_is_generated) {

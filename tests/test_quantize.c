@@ -861,8 +861,9 @@ TEST(kld_cli_save_and_compare) {
  * are small: weighted error below the reference quantizer's, plain error
  * still comparable. */
 TEST(weighted_quantizers) {
-    const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q5_0, OB_TYPE_IQ4_NL, OB_TYPE_Q2_K,
-                             OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K};
+    const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q5_0, OB_TYPE_IQ4_NL, OB_TYPE_Q4_1, OB_TYPE_Q5_1,
+                             OB_TYPE_IQ4_XS, OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K,
+                             OB_TYPE_Q6_K};
     enum { N = 4096 };
     static float x[N], qw[N], y[N];
     static uint8_t q[N * 2];
@@ -892,6 +893,19 @@ TEST(weighted_quantizers) {
         CHECK_MSG(e[1] / sx < 3 * e[0] / sx, "%s", tr->name); /* not a broken packing (those are 10x off) */
     }
     CHECK(!ob_quantize_row_weighted(OB_TYPE_Q8_0, x, q, N, qw));
+    /* an imatrix of zeros (dead columns) still gives a usable row */
+    static float zw[N];
+    const ob_type zt[] = {OB_TYPE_Q4_1, OB_TYPE_Q5_1, OB_TYPE_IQ4_XS};
+    for (size_t k = 0; k < sizeof zt / sizeof zt[0]; k++) {
+        CHECK(ob_quantize_row_weighted(zt[k], x, q, N, zw));
+        ob_type_get((int)zt[k])->to_float(q, y, N);
+        double e = 0, sx = 0;
+        for (int i = 0; i < N; i++) {
+            e += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+            sx += (double)x[i] * x[i];
+        }
+        CHECK_MSG(e < 0.1 * sx, "%s with zero importance: NMSE %.3g", ob_type_name((int)zt[k]), e / sx);
+    }
 }
 
 TEST(imatrix_file_roundtrip) {
@@ -1046,7 +1060,7 @@ TEST(imatrix_llama_layout_used) {
             for (int64_t j = 0; j < 512; j++) CHECK_NEAR(wv[j], im_mean(i, j), 1e-6 * im_mean(i, j));
 
     /* quantize: with the file, with the in-memory means, without */
-    const char *mixes[] = {"Q4_0", "IQ3_XXS"};
+    const char *mixes[] = {"Q4_0", "IQ3_XXS", "Q4_1", "Q5_1", "IQ4_XS"};
     for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k++) {
         const char *o_file = tmp("im-file.gguf"), *o_mem = tmp("im-mem.gguf"), *o_none = tmp("im-none.gguf");
         ob_quantize_params p;
@@ -1071,7 +1085,7 @@ TEST(imatrix_llama_layout_used) {
             ob_gguf_free(gn);
             continue;
         }
-        int same_mem = 0, same_none = 0;
+        int same_mem = 0, same_none = 0, ref_none = 0, n_ref = 0;
         double err_im = 0, err_none = 0; /* sum over tensors of sum_j imatrix_j (x - q)^2 */
         for (int i = 0; i < nt; i++) {
             const ob_gguf_tensor *tf = ob_gguf_find_tensor(gf, names[i]), *tm = ob_gguf_find_tensor(gm, names[i]),
@@ -1083,6 +1097,20 @@ TEST(imatrix_llama_layout_used) {
             same_mem += tf->nbytes == tm->nbytes && !memcmp(tf->data, tm->data, tf->nbytes);
             same_none += tf->nbytes == tn->nbytes && !memcmp(tf->data, tn->data, tf->nbytes);
             const int64_t n = tx->ne[0], rows = tx->ne[1];
+            /* without an imatrix a type with a reference quantizer keeps the reference's bytes */
+            const ob_type_traits *trn = ob_type_get((int)tn->type);
+            if (trn->from_float_ref) {
+                const size_t rb = ob_row_size(tn->type, n);
+                uint8_t *want = ob_malloc(rb);
+                int same = want != NULL;
+                for (int64_t r = 0; want && same && r < rows; r++) {
+                    trn->from_float_ref((const float *)tx->data + r * n, want, n);
+                    same = !memcmp(want, (const char *)tn->data + (size_t)r * rb, rb);
+                }
+                ob_free(want);
+                n_ref++;
+                ref_none += same;
+            }
             float *yf = ob_malloc((size_t)n * sizeof(float)), *yn = ob_malloc((size_t)n * sizeof(float));
             const ob_type_traits *tr = ob_type_get((int)tf->type);
             for (int64_t r = 0; yf && yn && r < rows; r++) {
@@ -1099,6 +1127,21 @@ TEST(imatrix_llama_layout_used) {
             ob_free(yn);
         }
         CHECK_MSG(same_mem == nt, "%s: %d of %d tensors equal to the in-memory imatrix's", mixes[k], same_mem, nt);
+        CHECK_MSG(ref_none == n_ref, "%s: %d of %d tensors without an imatrix equal to the reference quantizer's",
+                  mixes[k], ref_none, n_ref);
+        {   /* the weighted file loads and runs */
+            ob_token tok[8];
+            rand_tokens(tok, 8, g_synth.n_vocab, 11);
+            int V = 0;
+            float *lg = logits_of(o_file, tok, 8, &V);
+            CHECK_MSG(lg != NULL, "%s: the file made with the imatrix runs", mixes[k]);
+            for (int64_t j = 0; lg && j < 8 * (int64_t)V; j++)
+                if (!isfinite(lg[j])) {
+                    CHECK_MSG(0, "%s: logit %lld not finite", mixes[k], (long long)j);
+                    break;
+                }
+            ob_free(lg);
+        }
         CHECK_MSG(same_none == 0, "%s: %d tensors unchanged by the imatrix", mixes[k], same_none);
         CHECK_MSG(err_im < 0.9 * err_none, "%s: weighted error %.4g with the file, %.4g without", mixes[k], err_im,
                   err_none);

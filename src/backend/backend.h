@@ -89,7 +89,10 @@ typedef struct ob_kv_store {
 /* What one query token of the batch sees of the cache. The token at position
  * pos of its sequence attends to positions [kv_start, pos] (kv_start > 0 for
  * sliding windows); position p lives in slot block_table[p / block_size] *
- * block_size + p % block_size. */
+ * block_size + p % block_size. Backends read pos only as the window's last
+ * position (and ALiBi's query position): the encoders (src/model/bert.c)
+ * pass a window past the query, pos = the last position it sees, for
+ * non-causal attention. */
 typedef struct ob_attn_token {
     const int32_t *block_table;
     int32_t pos;

@@ -48,6 +48,7 @@
 #include "../core/threadpool.h"
 #include "../cpu/kernels.h"
 #include "../gguf/gguf.h"
+#include "../quant/iq_quant.h"
 #include "../quant/quant.h"
 #include "cli.h"
 #include "onebit.h"
@@ -94,7 +95,7 @@ static void usage(void) {
            "                   mixture of experts (qwen3moe): qwen3-30b-a3b (2048 wide, 48 layers, 128 experts of\n"
            "                   768, 8 used), qwen3moe-1.7b-a0.6b (1024 wide, 24 layers, 32 experts of 512, 4 used),\n"
            "                   test-moe (tiny, GPT-2 vocabulary, for tests)\n"
-           "make-model types:  any ggml type with a quantizer (q4_0, q8_0, f16, bf16, q4_K, iq4_xs, tq2_0, ...)\n"
+           "make-model types:  any ggml type with a quantizer (q4_0, q8_0, f16, bf16, q4_K, iq4_xs, iq2_xxs, tq2_0, ...)\n"
            "                   or q4_K_M (llama.cpp's mix: q6_K output and half of attn_v/ffn_down(_exps));\n"
            "                   expert routers (ffn_gate_inp) stay f32\n");
 }
@@ -236,7 +237,9 @@ static void *random_matrix(ob_type type, int64_t n, int64_t rows, float scale) {
     }
     for (int64_t r = 0; r < uniq; r++) {
         for (int64_t i = 0; i < n; i++) tmp[i] = scale * rand_normal();
-        tr->from_float_ref(tmp, data + (size_t)r * rb, n);
+        /* the IQ1/IQ2/IQ3 codebook types have no table quantizer: their search, unweighted */
+        if (tr->from_float_ref) tr->from_float_ref(tmp, data + (size_t)r * rb, n);
+        else ob_quantize_row_iq(type, tmp, data + (size_t)r * rb, n, NULL);
     }
     for (int64_t r = uniq; r < rows; r++) memcpy(data + (size_t)r * rb, data + (size_t)(r % uniq) * rb, rb);
     ob_free(tmp);
@@ -312,7 +315,7 @@ static int make_model(const char *shape_name, const char *type_name, const char 
     if (!sh) return ob_cli_fail(0, "unknown shape '%s' (see --help)", shape_name);
     const bool q4km = !strcasecmp(type_name, "q4_K_M");
     int ti = q4km ? OB_TYPE_Q4_K : ob_type_from_name(type_name);
-    if (ti < 0 || !ob_type_get(ti)->from_float_ref)
+    if (ti < 0 || (!ob_type_get(ti)->from_float_ref && !ob_quantize_has_iq((ob_type)ti)))
         return ob_cli_fail(0, "type '%s' has no quantizer (see --help)", type_name);
     const ob_type type = (ob_type)ti;
     char vbuf[4096];
@@ -540,7 +543,8 @@ static int kernel_bench(const char *types_arg) {
     static const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_Q8_0,
                                     OB_TYPE_IQ4_NL, OB_TYPE_MXFP4, OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K,
                                     OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0,
-                                    OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
+                                    OB_TYPE_IQ2_XXS, OB_TYPE_IQ2_XS, OB_TYPE_IQ2_S, OB_TYPE_IQ3_XXS, OB_TYPE_IQ3_S,
+                                    OB_TYPE_IQ1_S, OB_TYPE_IQ1_M, OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
     const int64_t n = 2048;
     const int NT = 64;
     printf("kernel microbenchmark, 1 thread, n = %lld, best time over repetitions\n", (long long)n);

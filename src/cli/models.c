@@ -130,10 +130,11 @@ static void print_markdown(const ob_arch_info *rows, size_t n) {
         if (a->status == OB_ARCH_VERIFIED) {
             snprintf(buf, sizeof buf, "%.3g (< %.0e)", a->f32_worst, a->f32_bound);
             cell(buf);
+            /* encoders (n_gen 0) give hidden states: no top-1, no greedy tokens */
             snprintf(buf, sizeof buf, "%d/%d", a->top1, a->n_prompt);
-            cell(buf);
+            cell(a->n_gen ? buf : "-");
             snprintf(buf, sizeof buf, "%d/%d", a->greedy, a->n_gen);
-            cell(buf);
+            cell(a->n_gen ? buf : "-");
         } else {
             cell("-");
             cell("-");

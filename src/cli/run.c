@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../core/mem.h"
+#include "../core/status.h"
 #include "../core/utf8.h"
 #include "cli.h"
 #include "onebit.h"
@@ -166,6 +167,14 @@ int ob_cmd_run(int argc, char **argv) {
     mp.device = device;
     if ((rc = ob_model_load(model_path, &mp, &m)) < 0) {
         ret = ob_cli_fail(rc, "run");
+        goto out;
+    }
+    if (ob_model_is_encoder(m)) {
+        ret = ob_cli_fail(ob_err(OB_ERR_UNSUPPORTED,
+                                 "'%s' is an encoder (an embedding model, %s): it cannot generate text; serve it "
+                                 "with `1bit serve --embeddings` and POST /v1/embeddings",
+                                 model_path, ob_model_arch(m)),
+                          "run");
         goto out;
     }
     t_load = now_s() - t_load;

@@ -119,7 +119,7 @@ static const opt g_opts[] = {
     {"--cont-batching|-cb", NOVAL, SET, O_NONE, "always on"},
     {"--no-ui|--no-webui", NOVAL, SET, O_NONE, "there is no web UI"},
     {"--slots", NOVAL, SET, O_NONE, "/slots is always on"},
-    {"--embeddings|--embedding", NOVAL, SET, O_EMBEDDINGS, "also serve POST /v1/embeddings (llama, qwen2, qwen3)"},
+    {"--embeddings|--embedding", NOVAL, SET, O_EMBEDDINGS, "also serve POST /v1/embeddings (llama, qwen2, qwen3, bert, modern-bert)"},
     {"--pooling", VAL, SET, O_POOLING, "embeddings pooling: mean, cls or last (default: the model's, else last)"},
     {"--router", NOVAL, SET, O_ROUTER, "route chat requests by class (code/prose/short/long) through the policy (docs/router.md)"},
     {"--route-policy", VAL, SET, O_ROUTE_POLICY, "route policy JSON: class -> target (drafter, draft length); implies --router"},

@@ -28,6 +28,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "../gguf/gguf.h"
+#include "hf_encoder.h"
 #include "hf_gptlike.h"
 #include "hf_internal.h"
 #include "safetensors.h"
@@ -52,6 +53,7 @@ long long ob_convert_qk_src_row(long long r, long long rows, long long n_head) {
 typedef enum slot {
     S_TOKEN_EMBD,
     S_POS_EMBD,
+    S_TOKEN_TYPES,       /* bert's token type embeddings */
     S_TOKEN_EMBD_NORM,   /* bloom's LayerNorm after the embeddings */
     S_TOKEN_EMBD_NORM_B,
     S_ROPE_FREQS,
@@ -69,6 +71,8 @@ typedef enum slot {
     S_ATTN_V_B,
     S_ATTN_O,
     S_ATTN_O_B,
+    S_ATTN_OUT_NORM,     /* bert's post-attention LayerNorm */
+    S_ATTN_OUT_NORM_B,
     S_ATTN_Q_NORM,
     S_ATTN_K_NORM,
     S_MLA_Q_A,      /* DeepSeek's multi-head latent attention (hf_deepseek.c) */
@@ -99,6 +103,8 @@ typedef enum slot {
     S_FFN_UP_SHEXP,
     S_FFN_DOWN_SHEXP,
     S_FFN_SUB_NORM, /* bitnet: RMSNorm of act(gate) * up before down_proj */
+    S_LAYER_OUT_NORM,   /* bert's post-MLP LayerNorm */
+    S_LAYER_OUT_NORM_B,
     S_FFN_POST_NORM,
     S_OUTPUT_NORM,
     S_OUTPUT_NORM_B,
@@ -117,6 +123,7 @@ static const struct {
 } g_slots[S_COUNT] = {
     [S_TOKEN_EMBD] = {"model.embed_tokens.weight", "token_embd.weight", D_VOCAB, D_EMBD},
     [S_POS_EMBD] = {NULL, "position_embd.weight", D_NONE, D_NONE}, /* GPT lineage (hf_gptlike.c) */
+    [S_TOKEN_TYPES] = {NULL, "token_types.weight", D_NONE, D_NONE}, /* encoders (hf_encoder.c) */
     [S_TOKEN_EMBD_NORM] = {NULL, "token_embd_norm.weight", D_NONE, D_NONE}, /* bloom (hf_gptlike.c) */
     [S_TOKEN_EMBD_NORM_B] = {NULL, "token_embd_norm.bias", D_NONE, D_NONE},
     [S_ROPE_FREQS] = {NULL, "rope_freqs.weight", D_NONE, D_NONE},
@@ -134,6 +141,8 @@ static const struct {
     [S_ATTN_V_B] = {"self_attn.v_proj.bias", "attn_v.bias", D_KV, D_NONE},
     [S_ATTN_O] = {"self_attn.o_proj.weight", "attn_output.weight", D_EMBD, D_Q},
     [S_ATTN_O_B] = {"self_attn.o_proj.bias", "attn_output.bias", D_EMBD, D_NONE},
+    [S_ATTN_OUT_NORM] = {NULL, "attn_output_norm.weight", D_NONE, D_NONE}, /* encoders (hf_encoder.c) */
+    [S_ATTN_OUT_NORM_B] = {NULL, "attn_output_norm.bias", D_NONE, D_NONE},
     [S_ATTN_Q_NORM] = {"self_attn.q_norm.weight", "attn_q_norm.weight", D_HD, D_NONE},
     [S_ATTN_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight", D_HD, D_NONE},
     [S_MLA_Q_A] = {"self_attn.q_a_proj.weight", "attn_q_a.weight", D_QLORA, D_EMBD},
@@ -165,6 +174,8 @@ static const struct {
     [S_FFN_UP_SHEXP] = {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", D_FFSH, D_EMBD},
     [S_FFN_DOWN_SHEXP] = {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", D_EMBD, D_FFSH},
     [S_FFN_SUB_NORM] = {"mlp.ffn_sub_norm.weight", "ffn_sub_norm.weight", D_FF, D_NONE},
+    [S_LAYER_OUT_NORM] = {NULL, "layer_output_norm.weight", D_NONE, D_NONE}, /* encoders (hf_encoder.c) */
+    [S_LAYER_OUT_NORM_B] = {NULL, "layer_output_norm.bias", D_NONE, D_NONE},
     [S_FFN_POST_NORM] = {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", D_EMBD, D_NONE},
     [S_OUTPUT_NORM] = {"model.norm.weight", "output_norm.weight", D_EMBD, D_NONE},
     [S_OUTPUT_NORM_B] = {NULL, "output_norm.bias", D_EMBD, D_NONE},
@@ -397,7 +408,7 @@ static ob_type pick_type(conv *c, const planned *p) {
 static int plan_gpt(conv *c, const ob_st_tensor *t) {
     const ob_hf_config *cfg = &c->cfg;
     ob_hf_gmap g;
-    int m = ob_hf_gpt_map(cfg, t->name, &g);
+    int m = ob_hf_enc_is(cfg->arch) ? ob_hf_enc_map(cfg, t->name, &g) : ob_hf_gpt_map(cfg, t->name, &g);
     if (m < 0) return m;
     if (m == 0) {
         OB_LOGI("%s: skipped (not used by the GGUF model)", t->name);
@@ -517,7 +528,7 @@ static int plan_mla_kv_b(conv *c, const ob_st_tensor *t, int layer) {
 }
 
 static int plan_source(conv *c, const ob_st_tensor *t) {
-    if (ob_hf_gpt_is(c->cfg.arch)) return plan_gpt(c, t);
+    if (ob_hf_gpt_is(c->cfg.arch) || ob_hf_enc_is(c->cfg.arch)) return plan_gpt(c, t);
     slot s = S_COUNT;
     int layer;
     long expert;
@@ -759,6 +770,7 @@ static int check_deepseek(const conv *c) {
 static int check_complete(conv *c) {
     ob_hf_config *cfg = &c->cfg;
     if (!find_planned(c, S_TOKEN_EMBD, -1)) return ob_err(OB_ERR_FORMAT, "tensor 'model.embed_tokens.weight' is missing");
+    if (ob_hf_enc_is(cfg->arch)) return ob_hf_enc_check(cfg, has_planned_name, c); /* no output layer */
     /* OLMo's LayerNorms have no weights: no output_norm (as llama.cpp) */
     if (cfg->arch != OB_HF_OLMO && !find_planned(c, S_OUTPUT_NORM, -1))
         return ob_err(OB_ERR_FORMAT, "tensor 'model.norm.weight' is missing");
@@ -1005,7 +1017,7 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)cfg->n_ff));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)cfg->n_head));
     OB_TRY(ob_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)cfg->n_head_kv));
-    OB_TRY(ob_gguf_writer_set_f32(w, KEY(ob_hf_gpt_is(cfg->arch) || cfg->arch == OB_HF_PHI2 || cfg->arch == OB_HF_OLMO ? "attention.layer_norm_epsilon"
+    OB_TRY(ob_gguf_writer_set_f32(w, KEY(ob_hf_gpt_is(cfg->arch) || ob_hf_enc_is(cfg->arch) || cfg->arch == OB_HF_PHI2 || cfg->arch == OB_HF_OLMO ? "attention.layer_norm_epsilon"
                                                                   : "attention.layer_norm_rms_epsilon"),
                                   (float)cfg->rms_eps));
     if (cfg->n_rot > 0) { /* 0: learned positions (gpt2, starcoder) */
@@ -1013,6 +1025,7 @@ static int set_hparams(conv *c, ob_gguf_writer *w, const char *name) {
         OB_TRY(ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg->n_rot));
     }
     if (ob_hf_gpt_is(cfg->arch)) OB_TRY(ob_hf_gpt_keys(cfg, w));
+    if (ob_hf_enc_is(cfg->arch)) OB_TRY(ob_hf_enc_keys(cfg, w));
     if (cfg->arch == OB_HF_GEMMA2 || cfg->arch == OB_HF_GEMMA3) {
         if (cfg->attn_softcap > 0)
             OB_TRY(ob_gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), (float)cfg->attn_softcap));

@@ -16,6 +16,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "hf_encoder.h"
 #include "hf_gptlike.h"
 #include "hf_internal.h"
 
@@ -167,6 +168,7 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
         cfg->arch = OB_HF_DEEPSEEK3;
         cfg->gguf_arch = "deepseek2";
     } else if (ob_hf_gpt_arch(a, cfg)) { /* GPT lineage: hf_gptlike.c */
+    } else if (ob_hf_enc_arch(a, cfg)) { /* BERT, ModernBERT: hf_encoder.c */
     } else {
         return ob_err(OB_ERR_UNSUPPORTED,
                       "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
@@ -174,7 +176,8 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
                       "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
                       "GraniteForCausalLM, Olmo2ForCausalLM, SmolLM3ForCausalLM, ArceeForCausalLM, "
                       "Ernie4_5ForCausalLM, SeedOssForCausalLM, OlmoForCausalLM, Glm4ForCausalLM, OlmoeForCausalLM, "
-                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM, BitNetForCausalLM are)",
+                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM, BitNetForCausalLM, BertModel, "
+                      "ModernBertModel are)",
                       c->path, a);
     }
     return 0;
@@ -367,6 +370,7 @@ static int parse_llama_variant(const cfgsrc *c, ob_hf_config *cfg) {
 static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     OB_TRY(parse_arch(c, cfg));
     if (ob_hf_gpt_is(cfg->arch)) return ob_hf_gpt_parse(c->root, c->path, cfg);
+    if (ob_hf_enc_is(cfg->arch)) return ob_hf_enc_parse(c->root, c->path, cfg);
     OB_TRY(get_pos_int(c, "hidden_size", true, 0, &cfg->n_embd));
     OB_TRY(get_pos_int(c, "intermediate_size", true, 0, &cfg->n_ff));
     OB_TRY(get_pos_int(c, "num_hidden_layers", true, 0, &cfg->n_layer));

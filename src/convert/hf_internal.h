@@ -47,6 +47,9 @@ typedef enum ob_hf_arch {
     OB_HF_GRANITEMOE, /* granite's multipliers; experts stacked in input_linear (gate; up) and output_linear */
     /* multi-head latent attention + grouped sigmoid routing (hf_deepseek.c, src/model/deepseek2.c) */
     OB_HF_DEEPSEEK3,  /* DeepseekV3ForCausalLM (V3, R1, Kimi-K2): written as `deepseek2` */
+    /* bidirectional encoders (hf_encoder.c, src/model/bert.c) */
+    OB_HF_BERT,       /* BertModel: post-LayerNorm, learned positions, token types, biases */
+    OB_HF_MODERNBERT, /* ModernBertModel: pre-LayerNorm, RoPE, global/local layers, GeGLU */
 } ob_hf_arch;
 
 typedef enum ob_hf_rope_scaling {
@@ -107,6 +110,12 @@ typedef struct ob_hf_config {
         int64_t n_group, topk_group;
         double routed_scale;     /* routed_scaling_factor */
     } ds;
+
+    /* encoders (hf_encoder.c) */
+    struct {
+        int pooling;      /* GGUF pooling_type (1 mean, 2 cls, 3 last) */
+        int64_t n_types;  /* BERT's type_vocab_size */
+    } enc;
 
     /* bos/eos ids from config.json, the fallback when the tokenizer files
      * name none; -1 when absent. */

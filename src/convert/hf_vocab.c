@@ -37,6 +37,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "hf_encoder.h"
 #include "hf_internal.h"
 
 enum {
@@ -75,6 +76,7 @@ typedef struct vocab {
     int32_t *type;     /* [n] */
     float *score;      /* [n] */
     bool spm;          /* byte_fallback: tokenizer.ggml.model "llama" */
+    bool wpm;          /* WordPiece: tokenizer.ggml.model "bert" */
     ob_arena arena;    /* merge strings and padding names */
 } vocab;
 
@@ -462,6 +464,7 @@ static int specials(vocab *V, ob_gguf_writer *w) {
         {"bos", "tokenizer.ggml.bos_token_id"},      {"eos", "tokenizer.ggml.eos_token_id"},
         {"unk", "tokenizer.ggml.unknown_token_id"},  {"sep", "tokenizer.ggml.seperator_token_id"},
         {"pad", "tokenizer.ggml.padding_token_id"},  {"mask", "tokenizer.ggml.mask_token_id"},
+        {"cls", "tokenizer.ggml.cls_token_id"},
     };
     const char *names[OB_ARRAY_LEN(kinds)];
     for (size_t k = 0; k < OB_ARRAY_LEN(kinds); k++) {
@@ -482,6 +485,12 @@ static int specials(vocab *V, ob_gguf_writer *w) {
         }
         if (id >= 0) OB_TRY(ob_gguf_writer_set_u32(w, kinds[k].key, (uint32_t)id));
     }
+    /* encoders name CLS and SEP, not BOS and EOS: those stand for them in the
+     * post-processor check below ([CLS] $A [SEP] adds both) */
+    if (ob_hf_enc_is(V->cfg->arch)) {
+        if (!names[0]) names[0] = names[6];
+        if (!names[1]) names[1] = names[3];
+    }
     int add_bos = -1, add_eos = -1;
     template_flags(V, names[0], names[1], &add_bos, &add_eos);
     if (V->tcfg) {
@@ -496,12 +505,53 @@ static int specials(vocab *V, ob_gguf_writer *w) {
     return 0;
 }
 
+/* WordPiece in llama.cpp's "bert" form: a word-initial piece is written
+ * "\u2581piece", a continuation "##piece" as "piece"; control tokens stay
+ * as they are. BertNormalizer's lowercase and strip_accents go to
+ * tokenizer.ggml.normalizer.* where they differ from the default (our
+ * tokenizer's keys; llama.cpp always lowercases). */
+static int wpm_phantom(vocab *V, ob_gguf_writer *w) {
+    const char *cont = plain_str(json_object_get(json_object_get(V->tok, "model"), "continuing_subword_prefix"));
+    if (!cont) cont = "##";
+    const size_t cl = strlen(cont);
+    for (int64_t id = 0; id < V->n; id++) {
+        if (V->type[id] == TT_CONTROL || V->type[id] == TT_UNUSED) continue;
+        const char *t = V->text[id];
+        char *nt;
+        if (cl && !strncmp(t, cont, cl) && t[cl]) {
+            nt = ob_arena_strndup(&V->arena, t + cl, strlen(t + cl));
+        } else {
+            size_t n = strlen(t);
+            nt = ob_arena_alloc(&V->arena, n + 4, 1);
+            if (nt) {
+                memcpy(nt, "\xE2\x96\x81", 3);
+                memcpy(nt + 3, t, n + 1);
+            }
+        }
+        if (!nt) return ob_err(OB_ERR_OOM, "vocabulary");
+        V->text[id] = nt;
+    }
+    const json_t *norm = json_object_get(V->tok, "normalizer");
+    const char *nt = plain_str(json_object_get(norm, "type"));
+    if (nt && !strcmp(nt, "BertNormalizer")) {
+        /* strip_accents null follows lowercase (BertNormalizer's rule and our tokenizer's default) */
+        const bool lower = !json_is_false(json_object_get(norm, "lowercase"));
+        const json_t *sa = json_object_get(norm, "strip_accents");
+        if (!lower) OB_TRY(ob_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", false));
+        if (json_is_boolean(sa) && json_is_true(sa) != lower)
+            OB_TRY(ob_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.strip_accents", json_is_true(sa)));
+    }
+    return 0;
+}
+
 static int write_vocab(vocab *V, const char *dir, ob_gguf_writer *w) {
     const json_t *model = json_object_get(V->tok, "model");
     if (!json_is_object(model)) return ob_err(OB_ERR_FORMAT, "%s: 'model' is missing", V->tok_path);
     const char *mtype = plain_str(json_object_get(model, "type"));
-    if (mtype && strcmp(mtype, "BPE") != 0)
-        return ob_err(OB_ERR_UNSUPPORTED, "%s: tokenizer model '%s' is not supported (BPE is)", V->tok_path, mtype);
+    if (mtype && strcmp(mtype, "BPE") != 0 && strcmp(mtype, "WordPiece") != 0)
+        return ob_err(OB_ERR_UNSUPPORTED, "%s: tokenizer model '%s' is not supported (BPE, WordPiece are)", V->tok_path,
+                      mtype);
+    V->wpm = mtype && !strcmp(mtype, "WordPiece");
     V->vocab = json_object_get(model, "vocab");
     if (!json_is_object(V->vocab)) return ob_err(OB_ERR_FORMAT, "%s: model.vocab is not an object", V->tok_path);
     V->added = json_object_get(V->tok, "added_tokens");
@@ -509,7 +559,7 @@ static int write_vocab(vocab *V, const char *dir, ob_gguf_writer *w) {
         return ob_err(OB_ERR_FORMAT, "%s: added_tokens is not a list", V->tok_path);
     if (!json_is_array(V->added)) V->added = NULL;
     V->spm = json_is_true(json_object_get(model, "byte_fallback"));
-    if (!V->spm) {
+    if (!V->spm && !V->wpm) {
         /* Byte-level BPE: the bytes are mapped to printable characters. */
         const char *dt = plain_str(json_object_get(json_object_get(V->tok, "decoder"), "type"));
         bool bl = dt && !strcmp(dt, "ByteLevel");
@@ -533,14 +583,15 @@ static int write_vocab(vocab *V, const char *dir, ob_gguf_writer *w) {
     if (!V->text || !V->type || !V->score) return ob_err(OB_ERR_OOM, "vocabulary of %lld tokens", (long long)V->n);
     OB_TRY(fill_tokens(V));
     for (int64_t id = 0; id < V->n; id++) V->score[id] = V->type[id] == TT_NORMAL ? -1e9f : 0.0f;
+    if (V->wpm) OB_TRY(wpm_phantom(V, w));
 
-    OB_TRY(ob_gguf_writer_set_str(w, "tokenizer.ggml.model", V->spm ? "llama" : "gpt2"));
-    const char *pre = pre_name(V);
-    if (!V->spm && !strcmp(pre, "default"))
+    OB_TRY(ob_gguf_writer_set_str(w, "tokenizer.ggml.model", V->spm ? "llama" : V->wpm ? "bert" : "gpt2"));
+    const char *pre = V->wpm ? "default" : pre_name(V);
+    if (!V->spm && !V->wpm && !strcmp(pre, "default"))
         OB_LOGW("%s: pre-tokenizer not recognised; tokenizer.ggml.pre is \"default\"", V->tok_path);
     OB_TRY(ob_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre));
     OB_TRY(ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", V->text, (uint64_t)V->n));
-    OB_TRY(merges(V, w)); /* before scores: merges set them */
+    if (!V->wpm) OB_TRY(merges(V, w)); /* before scores: merges set them */
     if (V->spm) OB_TRY(ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_F32, V->score, (uint64_t)V->n));
     OB_TRY(ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_I32, V->type, (uint64_t)V->n));
     OB_TRY(specials(V, w));

@@ -15,17 +15,19 @@
  *   2. barrier;
  *   3. threads take (row range x token range) chunks: three quarters dealt
  *      out in one contiguous run per thread, the rest from the pool's atomic
- *      counter. A chunk is a few panels (or rows) by up to 64 tokens: its
- *      weights stay in L1/L2 while the kernel sweeps the tokens 8 at a time,
- *      and the activations of 64 tokens stay in L2. One token (decode) gives
+ *      counter. A chunk is a few panels (or rows) by up to 128 tokens: its
+ *      weights stay in L1/L2 while the kernel sweeps the tokens 8 at a time
+ *      (TOKENS_PER_CHUNK says why 128). One token (decode) gives
  *      about 16 chunks per thread, so a slow or preempted core does not hold
  *      up the rest.
  * For one token, step 1 has each thread convert the row itself and step 2
  * goes away. Small elementwise ops (one decode token's norm, rope, ...) run
  * on the calling thread alone: handing them to the pool costs more than
  * they do.
- * Types without a kernel (IQ1/IQ2/IQ3 ...) dequantize each weight row into a
- * per-thread scratch row and take float dots against every token.
+ * A type without a kernel (the weight types models ship in all have one,
+ * the IQ1/IQ2/IQ3 codebook types since x86/iq_avx2.c) dequantizes each
+ * weight row into a per-thread scratch row and takes float dots against
+ * every token.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +44,13 @@
 #include "kernels.h"
 
 #define ROWS_PER_CHUNK 16
-#define TOKENS_PER_CHUNK 64
+/* Prefill chunks: a chunk's panels are read from memory once per 128 tokens
+ * (each panel then stays in L1/L2 for its 16 groups of 8 tokens). With 64,
+ * each panel's first group waited for memory twice as often: one thread,
+ * BF16 2048x8192 / 8192x2048 101 / 104 -> 108 / 108 GMAC/s, F16 8192x2048
+ * 53 -> 55.5; the 1024-3072 wide shapes unchanged (96% of peak either way).
+ * A software prefetch of the next panel instead gained nothing. */
+#define TOKENS_PER_CHUNK 128
 
 /* A weight repacked into panels by one tier's `pack`; that tier's `gemm`
  * reads it (whatever tier the backend running the matmul uses). */
@@ -843,6 +851,28 @@ static void attn_finish(float gm, float gl, float *o, int hd) {
     for (int i = 0; i < hd; i++) o[i] *= inv;
 }
 
+/* Rows of a unit run the tiles in blocks of ATT_ROWS (>= the AVX-512 F16
+ * tiles' convert-once threshold), each block against the keys [0, n) of
+ * the page that its tokens can see: a prompt's diagonal pages (the tokens
+ * of the unit's own positions) take about half the work. The keys a block
+ * leaves out weigh 0 for all its rows, and a key's score does not depend
+ * on how many keys a call holds, so the results are those of the whole page
+ * (batch invariance; a decode token alone never visits later keys either). */
+#define ATT_ROWS 16
+
+/* Keys [0, n) of the page starting at `pos` (count keys) that rows
+ * [m0, m1) can see: n = the largest of their tokens' pos - pos + 1, within
+ * [0, count]; with `all`, the smallest (whether every row needs the page). */
+static int attn_rows_keys(const attn_task *t, int32_t t0, int G, int m0, int m1, int32_t pos, int count, bool all) {
+    int n = all ? count : 0;
+    for (int m = m0; m < m1; m++) {
+        const int32_t e = t->toks[t0 + m / G].pos - pos + 1;
+        const int v = e < 0 ? 0 : e > count ? count : (int)e;
+        n = all ? (v < n ? v : n) : (v > n ? v : n);
+    }
+    return n;
+}
+
 /* Attend the rows of KV heads hk0..hk0+nh-1 over cache positions [lo, hi]
  * of the tokens' sequence, a page at a time and, within a page, one head
  * after another: the page's rows stay in L1/L2 while every head reads its
@@ -876,12 +906,19 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
             }
             const uint16_t *kh = (const uint16_t *)(const void *)krow + (size_t)hk * hd;
             const uint16_t *vh = (const uint16_t *)(const void *)vrow + (size_t)hk * hd;
-            /* scores of every row against the whole page, then each row's
-             * window: keys outside [kv_start, pos] get weight 0 */
-            if (f16)
-                k->attn_qk_f16(Qt, Mh, (size_t)hd, kh, ks, count, hd, S, (size_t)bs);
-            else
-                k->attn_qk(Qt, Mh, (size_t)hd, kr, ks, count, hd, S, (size_t)bs);
+            /* scores of every row against the page (a block of rows against
+             * the keys its tokens can see, see attn_rows_keys), then each
+             * row's window: keys outside [kv_start, pos] get weight 0 */
+            const bool whole = attn_rows_keys(t, t0, G, 0, Mh, pos, count, true) == count;
+            for (int m0 = 0; m0 < Mh; m0 += ATT_ROWS) {
+                const int mb = whole ? Mh : (Mh - m0 < ATT_ROWS ? Mh - m0 : ATT_ROWS);
+                const int nk = whole ? count : attn_rows_keys(t, t0, G, m0, m0 + mb, pos, count, false);
+                if (nk > 0 && f16)
+                    k->attn_qk_f16(Qt + (size_t)m0 * hd, mb, (size_t)hd, kh, ks, nk, hd, S + (size_t)m0 * bs, (size_t)bs);
+                else if (nk > 0)
+                    k->attn_qk(Qt + (size_t)m0 * hd, mb, (size_t)hd, kr, ks, nk, hd, S + (size_t)m0 * bs, (size_t)bs);
+                if (whole) break;
+            }
             for (int m = 0; m < Mh; m++) {
                 const ob_attn_token *tok = &t->toks[t0 + m / G];
                 float *srow = S + (size_t)m * bs, *prow = P + (size_t)m * bs;
@@ -912,10 +949,15 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
                 if (j1 < count) memset(prow + j1, 0, (size_t)(count - j1) * sizeof(float));
                 l[m] += k->exp_sum(srow + j0, mx[m], prow + j0, j1 - j0);
             }
-            if (f16)
-                k->attn_pv_f16(P, Mh, (size_t)bs, vh, vs, count, hd, O, (size_t)hd);
-            else
-                k->attn_pv(P, Mh, (size_t)bs, vr, vs, count, hd, O, (size_t)hd);
+            for (int m0 = 0; m0 < Mh; m0 += ATT_ROWS) {
+                const int mb = whole ? Mh : (Mh - m0 < ATT_ROWS ? Mh - m0 : ATT_ROWS);
+                const int nk = whole ? count : attn_rows_keys(t, t0, G, m0, m0 + mb, pos, count, false);
+                if (nk > 0 && f16)
+                    k->attn_pv_f16(P + (size_t)m0 * bs, mb, (size_t)bs, vh, vs, nk, hd, O + (size_t)m0 * hd, (size_t)hd);
+                else if (nk > 0)
+                    k->attn_pv(P + (size_t)m0 * bs, mb, (size_t)bs, vr, vs, nk, hd, O + (size_t)m0 * hd, (size_t)hd);
+                if (whole) break;
+            }
         }
         pos += count;
     }
@@ -1022,14 +1064,17 @@ static int cpu_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_
     if (p->n_head % p->n_head_kv) return ob_err(OB_ERR_INTERNAL, "attention: %d heads, %d kv heads", p->n_head, p->n_head_kv);
     const int64_t n = q->ne[1];
     const int hd = p->head_dim, G = p->n_head / p->n_head_kv, bs = kv->block_size;
-    /* runs of consecutive positions of one sequence, at most ATT_QB tokens */
+    /* runs of consecutive positions of one sequence, at most ATT_QB tokens;
+     * equal positions continue a run too: an encoder's tokens that all see
+     * up to the sequence's end (src/model/bert.c) share their keys (a
+     * decoder's batch never repeats a position of a sequence) */
     OB_TRY(ensure_act(c, (size_t)(n + 1) * sizeof(int32_t)));
     int32_t *gs = c->act;
     int64_t ng = 0, max_run = 0;
     int32_t max_span = 0;
     for (int64_t i = 0; i < n; i++) {
-        bool cont = i > 0 && toks[i].block_table == toks[i - 1].block_table && toks[i].pos == toks[i - 1].pos + 1 &&
-                    i - gs[ng - 1] < ATT_QB;
+        bool cont = i > 0 && toks[i].block_table == toks[i - 1].block_table &&
+                    (toks[i].pos == toks[i - 1].pos + 1 || toks[i].pos == toks[i - 1].pos) && i - gs[ng - 1] < ATT_QB;
         if (!cont) gs[ng++] = (int32_t)i;
         if (i - gs[ng - 1] + 1 > max_run) max_run = i - gs[ng - 1] + 1;
         if (toks[i].pos - toks[i].kv_start + 1 > max_span) max_span = toks[i].pos - toks[i].kv_start + 1;

@@ -23,6 +23,7 @@ static void build_tables(void) {
     if (max >= OB_CPU_AVX2) {
         g_tables[OB_CPU_AVX2] = g_tables[OB_CPU_SCALAR];
         ob_cpu_fill_avx2(&g_tables[OB_CPU_AVX2]);
+        ob_cpu_fill_iq_avx2(&g_tables[OB_CPU_AVX2]);
         g_n_tables = 2;
     }
     if (max >= OB_CPU_AVX512) {

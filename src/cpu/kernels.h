@@ -208,6 +208,8 @@ size_t ob_act_row_bytes(ob_act_fmt f, int64_t n);
 void ob_cpu_fill_scalar(ob_cpu_kernels *k);
 #if defined(__x86_64__)
 void ob_cpu_fill_avx2(ob_cpu_kernels *k);
+/* x86/iq_avx2.c: the IQ1/IQ2/IQ3 codebook types on the AVX2 tier (after ob_cpu_fill_avx2) */
+void ob_cpu_fill_iq_avx2(ob_cpu_kernels *k);
 void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
 #endif
 

@@ -254,6 +254,15 @@ DOT_Q8K(q4_K, OB_TYPE_Q4_K)
 DOT_Q8K(q5_K, OB_TYPE_Q5_K)
 DOT_Q8K(q6_K, OB_TYPE_Q6_K)
 DOT_Q8K(iq4_xs, OB_TYPE_IQ4_XS)
+/* the codebook types: their reference dequantizer times the Q8_K codes (the
+ * truth the integer kernels of x86/iq_avx2.c are tested against) */
+DOT_Q8K(iq2_xxs, OB_TYPE_IQ2_XXS)
+DOT_Q8K(iq2_xs, OB_TYPE_IQ2_XS)
+DOT_Q8K(iq2_s, OB_TYPE_IQ2_S)
+DOT_Q8K(iq3_xxs, OB_TYPE_IQ3_XXS)
+DOT_Q8K(iq3_s, OB_TYPE_IQ3_S)
+DOT_Q8K(iq1_s, OB_TYPE_IQ1_S)
+DOT_Q8K(iq1_m, OB_TYPE_IQ1_M)
 DOT_Q8K(tq1_0, OB_TYPE_TQ1_0)
 DOT_Q8K(tq2_0, OB_TYPE_TQ2_0)
 DOT_FLOAT(f32, OB_TYPE_F32)
@@ -372,6 +381,13 @@ void ob_cpu_fill_scalar(ob_cpu_kernels *k) {
     SET(OB_TYPE_Q5_K, q5_K, OB_ACT_Q8K);
     SET(OB_TYPE_Q6_K, q6_K, OB_ACT_Q8K);
     SET(OB_TYPE_IQ4_XS, iq4_xs, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ2_XXS, iq2_xxs, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ2_XS, iq2_xs, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ2_S, iq2_s, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ3_XXS, iq3_xxs, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ3_S, iq3_s, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ1_S, iq1_s, OB_ACT_Q8K);
+    SET(OB_TYPE_IQ1_M, iq1_m, OB_ACT_Q8K);
     SET(OB_TYPE_TQ1_0, tq1_0, OB_ACT_Q8K);
     SET(OB_TYPE_TQ2_0, tq2_0, OB_ACT_Q8K);
     SET(OB_TYPE_F32, f32, OB_ACT_F32);

@@ -160,8 +160,10 @@ extern const ob_arch ob_arch_llama, ob_arch_qwen2, ob_arch_qwen3;
 
 int ob_context_set_embeddings(ob_context *c, bool on) {
     const ob_model *m = c->model;
-    if (on && m->arch != &ob_arch_llama && m->arch != &ob_arch_qwen2 && m->arch != &ob_arch_qwen3)
-        return ob_err(OB_ERR_UNSUPPORTED, "embeddings are not implemented for architecture '%s' (llama, qwen2, qwen3 are)",
+    if (on && m->arch != &ob_arch_llama && m->arch != &ob_arch_qwen2 && m->arch != &ob_arch_qwen3 &&
+        !ob_arch_is_encoder(m->arch))
+        return ob_err(OB_ERR_UNSUPPORTED,
+                      "embeddings are not implemented for architecture '%s' (llama, qwen2, qwen3, bert, modern-bert are)",
                       m->arch_name);
     if (on && m->hp.n_embd > m->hp.n_vocab)
         return ob_err(OB_ERR_UNSUPPORTED, "embeddings need n_embd (%lld) <= n_vocab (%lld)", (long long)m->hp.n_embd,
@@ -182,6 +184,8 @@ const float *ob_get_embeddings(ob_context *c, int32_t i) {
     if (o < 0 || o >= c->n_out) return NULL;
     return c->logits + (size_t)o * (size_t)c->model->hp.n_embd;
 }
+
+bool ob_model_is_encoder(const ob_model *m) { return ob_arch_is_encoder(m->arch); }
 
 int32_t ob_model_pooling_type(const ob_model *m) {
     int64_t v = -1;
@@ -491,6 +495,11 @@ int ob_decode(ob_context *c, const ob_batch *batch) {
     if (n <= 0 || n > c->p.n_batch)
         return ob_err(OB_ERR_INVALID_ARG, "batch of %d tokens (1 to n_batch = %d allowed)", n, c->p.n_batch);
     if (!batch->token || !batch->pos || !batch->seq_id) return ob_err(OB_ERR_INVALID_ARG, "batch arrays missing");
+    if (ob_arch_is_encoder(m->arch) && !c->embeddings)
+        return ob_err(OB_ERR_UNSUPPORTED,
+                      "'%s' is an encoder (an embedding model): it gives embeddings, not text; turn embeddings on "
+                      "(ob_context_set_embeddings, `1bit serve --embeddings`)",
+                      m->arch_name);
 
     /* 1. validate: known tokens, known sequences, positions continuing each sequence */
     for (int32_t s = 0; s < c->p.n_seq_max; s++) c->next_pos[s] = c->seqs[s].n_pos;

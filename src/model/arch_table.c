@@ -25,6 +25,8 @@
 #define CUDA OB_ARCH_ON_CUDA
 /* a verified row: reference, cases, F32 bound and measured worst, top-1 64/64, greedy 32/32, backends */
 #define VERIFIED(ref, cases, worst, on) OB_ARCH_VERIFIED, ref, cases, F32_BOUND, worst, 64, 64, 32, 32, on
+/* a verified encoder: hidden states at all 64 positions within the bound, no generation (n_gen 0) */
+#define ENCODER(ref, cases, worst, on) OB_ARCH_VERIFIED, ref, cases, F32_BOUND, worst, 64, 64, 0, 0, on
 #define MAPPED OB_ARCH_MAPPED, NULL, NULL, 0, 0, 0, 0, 0, 0, 0
 #define MISSING OB_ARCH_MISSING, NULL, NULL, 0, 0, 0, 0, 0, 0, 0
 #define NOT_RUN "no loader; scripts/gen_model_fixtures.py has a case for it, not yet run"
@@ -127,9 +129,24 @@ static const ob_arch_info g_rows[] = {
      "4 and 6 heads (6: the second ALiBi slope series), max bias 8 as llama.cpp; qkv regrouped to [q | k | v], "
      "tanh GELU, tied; apply_residual_connection_post_layernorm is refused"},
     /* (end of the GPT lineage) */
-    {"bert", NULL, "BERT encoders (embeddings)", MISSING, "no loader"},
-    {"nomic-bert", NULL, "nomic-embed (rotary BERT, SwiGLU)", MISSING, "no loader"},
-    {"modernbert", NULL, "ModernBERT (alternating local/global attention, GeGLU)", MISSING, "no loader"},
+    /* encoders (bert.c): embeddings only (/v1/embeddings), fixtures in tests/data/encoders, run by
+     * test_encoders.c; last_hidden_state compared at every position, no logits or generation */
+    {"bert", NULL,
+     "BERT encoders for embeddings (BertModel: post-LayerNorm, learned positions, token types, biases; "
+     "sentence-transformers MiniLM/BGE/E5 style)",
+     ENCODER(TF, "bert", 9.86e-7, CPU),
+     "hidden states of 64 positions vs last_hidden_state; WordPiece tokenizer as llama.cpp's bert vocab; "
+     "mean pooling by default (or the sentence-transformers Pooling module); fixtures in tests/data/encoders"},
+    {"modern-bert", NULL,
+     "ModernBERT (pre-LayerNorm without biases, RoPE with a local base, global layers among two-sided "
+     "sliding-window ones, GeGLU, final norm)",
+     ENCODER(TF, "modernbert", 1.22e-6, CPU),
+     "4 layers, global every 2nd, window 16 (|i - j| <= 8), bases 160000 / 10000; byte-level BPE; CLS pooling "
+     "by default (classifier_pooling); fixtures in tests/data/encoders"},
+    {"nomic-bert", NULL, "nomic-embed-text v1/v1.5 (BERT with NeoX RoPE instead of positions, fused qkv, SwiGLU)",
+     MAPPED,
+     "bert.c loads llama.cpp's files (token_types, attn_qkv, ffn_gate/up/down, post-norms) and runs llama.cpp's "
+     "graph; no converter (NomicBertModel is remote code), no reference; nomic-bert-moe not loaded"},
     {"internlm2", NULL, "InternLM2 (fused wqkv)", MISSING, "no loader"},
 };
 

@@ -98,6 +98,7 @@ typedef struct ob_model {
     ob_tensor output_b;     /* [n_vocab] output bias (phi2), else data == NULL */
     ob_tensor pos_embd;     /* [n_embd, n_ctx_train] learned positions (gpt2, starcoder), else data == NULL */
     ob_tensor tok_embd_norm, tok_embd_norm_b; /* [n_embd] LayerNorm after the embeddings (bloom), else data == NULL */
+    ob_tensor type_embd;    /* [n_embd, n_types] token type embeddings (bert.c), else data == NULL */
     ob_layer *layers;       /* [n_layer] */
     float *rope_freqs;      /* [n_rot/2] or NULL (host copy) */
     ob_tokenizer *tok;      /* NULL when the GGUF has no vocabulary */
@@ -141,6 +142,8 @@ struct ob_arch {
 const ob_arch *ob_arch_find(const char *name);
 /* Comma-separated list of supported architectures, for messages. */
 const char *ob_arch_list(void);
+/* Bidirectional encoders (bert.c): embeddings only, each sequence whole in one batch. */
+bool ob_arch_is_encoder(const ob_arch *a);
 
 /* Build m->tok from the GGUF vocabulary (src/engine/tokens.c). */
 int ob_model_load_tokenizer(ob_model_impl *m);

@@ -52,6 +52,7 @@ typedef struct codebook {
     int n_entries; /* grid size */
     int n_levels;  /* distinct magnitudes */
     float lv[8];   /* the magnitudes (grid bytes), ascending */
+    float thr[8];  /* thr[l] = 0.5 (lv[l] + lv[l + 1]): a value above it rounds past level l */
     int n_keys;    /* n_levels^dim */
     float val[2048][MAX_DIM];               /* [n_entries][dim] grid as floats */
     int16_t key_index[MAX_KEYS];            /* [n_keys] grid entry of a combination, or -1 */
@@ -74,6 +75,7 @@ static void codebook_build(codebook *cb, const void *grid, int n_entries, int di
     cb->n_keys = 1;
     for (int j = 0; j < dim; j++) cb->n_keys *= n_levels;
     for (int l = 0; l < n_levels; l++) cb->lv[l] = LV(levels[l]);
+    for (int l = 0; l + 1 < n_levels; l++) cb->thr[l] = 0.5f * (cb->lv[l] + cb->lv[l + 1]);
     for (int k = 0; k < cb->n_keys; k++) cb->key_index[k] = -1;
     for (int e = 0; e < n_entries; e++) {
         int key = 0, mul = 1;
@@ -181,9 +183,10 @@ static int chunk_best(const codebook *cb, const float *u, const float *w, bool s
         return best;
     }
     int key = 0, mul = 1;
+    const int top = cb->n_levels - 1;
     for (int j = 0; j < dim; j++) {
         int l = 0;
-        while (l < cb->n_levels - 1 && u[j] > 0.5f * (cb->lv[l] + cb->lv[l + 1])) l++;
+        while (l < top && u[j] > cb->thr[l]) l++;
         key += l * mul;
         mul *= cb->n_levels;
     }

@@ -11,6 +11,9 @@
  * The K-quants do the same per sub-block (an asymmetric scale + min fit for
  * Q2_K/Q4_K/Q5_K, symmetric for Q3_K/Q6_K), then round the sub-block scales
  * to their 4/6/8-bit codes and recompute the codes with the stored scales.
+ * Q4_1/Q5_1 use the asymmetric fit per block of 32 (offset of either sign);
+ * IQ4_XS the level search per sub-block of 32, then 6-bit scales, each
+ * also tried one code up and down against the weighted error.
  */
 #include <math.h>
 #include <string.h>
@@ -88,16 +91,18 @@ static void block_weights(const float *x, const float *qw, float sigma2, float *
 /* ---- K-quants ---- */
 
 /* Asymmetric fit of n values: x ~ a q - m, q in 0..nmax, a >= 0, m >= 0
- * (the block minimum, clamped to <= 0, maps near q = 0). Candidate steps
+ * (the block minimum, clamped to <= 0, maps near q = 0); with free_min the
+ * offset may take either sign (Q4_1/Q5_1 store it as a signed half), so a
+ * block of only positive values keeps all its codes. Candidate steps
  * spread the range over nmax +- 1 codes; each is refitted by weighted least
  * squares. Returns a; *m gets the min. */
-static float asym_fit(const float *x, const float *w, int n, int nmax, float *m) {
+static float asym_fit(const float *x, const float *w, int n, int nmax, bool free_min, float *m) {
     float lo = x[0], hi = x[0];
     for (int j = 1; j < n; j++) {
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
     }
-    if (lo > 0) lo = 0;
+    if (lo > 0 && !free_min) lo = 0;
     *m = -lo;
     if (hi <= lo) return 0.0f;
     float best_a = (hi - lo) / (float)nmax, best_c = lo, best = -1;
@@ -117,7 +122,7 @@ static float asym_fit(const float *x, const float *w, int n, int nmax, float *m)
         if (D <= 0) continue;
         a = (sw * swqx - swq * swx) / D;
         c = (swq2 * swx - swq * swqx) / D;
-        if (c > 0) { /* the min must be <= 0: fit the scale alone */
+        if (c > 0 && !free_min) { /* the min must be <= 0: fit the scale alone */
             c = 0;
             a = swq2 > 0 ? swqx / swq2 : 0;
         }
@@ -149,7 +154,7 @@ static void k4_weighted(const float *x, const float *qw, int nmax, ob_half *d_ou
     float a[8], m[8], w[32], max_a = 0, max_m = 0;
     for (int s = 0; s < 8; s++) {
         block_weights(x + 32 * s, qw + 32 * s, sigma2, w, 32);
-        a[s] = asym_fit(x + 32 * s, w, 32, nmax, &m[s]);
+        a[s] = asym_fit(x + 32 * s, w, 32, nmax, false, &m[s]);
         if (a[s] > max_a) max_a = a[s];
         if (m[s] > max_m) max_m = m[s];
     }
@@ -240,7 +245,7 @@ static void q2_K_weighted(const float *x, const float *qw, ob_block_q2_K *y) {
     float a[16], m[16], w[16], max_a = 0, max_m = 0;
     for (int s = 0; s < 16; s++) {
         block_weights(x + 16 * s, qw + 16 * s, sigma2, w, 16);
-        a[s] = asym_fit(x + 16 * s, w, 16, 3, &m[s]);
+        a[s] = asym_fit(x + 16 * s, w, 16, 3, false, &m[s]);
         if (a[s] > max_a) max_a = a[s];
         if (m[s] > max_m) max_m = m[s];
     }
@@ -304,8 +309,82 @@ static void q3_K_weighted(const float *x, const float *qw, ob_block_q3_K *y) {
     pack_2bit(low, y->qs);
 }
 
+/* ---- Q4_1 / Q5_1: x ~ d q + m per 32, codes 0..nmax ---- */
+
+/* One block: the weighted asymmetric fit, then d and m rounded to half and
+ * the codes chosen again against the stored values. */
+static void q_1_weighted(const float *x, const float *w, int nmax, ob_half *d_out, ob_half *m_out, uint8_t *q) {
+    float mneg;
+    const float a = asym_fit(x, w, QB, nmax, true, &mneg);
+    *d_out = ob_fp32_to_fp16(a);
+    *m_out = ob_fp32_to_fp16(-mneg);
+    const float d = ob_fp16_to_fp32(*d_out), m = ob_fp16_to_fp32(*m_out);
+    for (int j = 0; j < QB; j++) {
+        int c = d > 0 ? ob_nearest_int((x[j] - m) / d) : 0;
+        q[j] = (uint8_t)(c < 0 ? 0 : c > nmax ? nmax : c);
+    }
+}
+
+/* ---- IQ4_XS: 8 sub-blocks of 32 on the IQ4_NL levels, 6-bit scales ---- */
+
+static void iq4_xs_weighted(const float *x, const float *qw, ob_block_iq4_xs *y) {
+    double s2 = 0;
+    for (int j = 0; j < OB_QK_K; j++) s2 += (double)x[j] * x[j];
+    const float sigma2 = (float)(2 * s2 / OB_QK_K);
+    const levels L4 = {ob_iq4nl_values, 0, 0, 16};
+    float sc[8], w[OB_QK_K], max_abs = 0, max_sc = 0;
+    uint8_t q[32];
+    for (int s = 0; s < 8; s++) {
+        block_weights(x + 32 * s, qw + 32 * s, sigma2, w + 32 * s, 32);
+        float wsum = 0;
+        for (int j = 0; j < 32; j++) wsum += w[32 * s + j];
+        if (!(wsum > 0)) /* no importance at all here: weigh by magnitude alone */
+            for (int j = 32 * s; j < 32 * s + 32; j++) w[j] = sqrtf(sigma2 + x[j] * x[j]);
+        sc[s] = block_search(&L4, x + 32 * s, w + 32 * s, q, 32);
+        if (fabsf(sc[s]) > max_abs) {
+            max_abs = fabsf(sc[s]);
+            max_sc = sc[s];
+        }
+    }
+    memset(y, 0, sizeof *y);
+    /* the sub-block scale of largest magnitude maps to ls - 32 = -32 (as the reference) */
+    const float d = -max_sc / 32;
+    y->d = ob_fp32_to_fp16(d);
+    const float dh = ob_fp16_to_fp32(y->d), id = d != 0 ? 1 / d : 0;
+    for (int s = 0; s < 8; s++) {
+        int l = ob_nearest_int(id * sc[s]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        /* the codes against the stored scale: nearest level, then the
+         * neighbouring scale codes are tried in the weighted error */
+        const float *xs = x + 32 * s, *ws = w + 32 * s;
+        float best = -1;
+        int best_l = l;
+        for (int dl = -1; dl <= 1; dl++) {
+            const int lt = l + dl;
+            if (lt < -32 || lt > 31) continue;
+            const float sd = dh * (float)lt, isd = sd != 0 ? 1 / sd : 0;
+            float err = 0;
+            for (int j = 0; j < 32; j++) {
+                const float e = xs[j] - sd * (float)ob_iq4nl_values[nearest(&L4, isd * xs[j])];
+                err += ws[j] * e * e;
+            }
+            if (best < 0 || err < best) {
+                best = err;
+                best_l = lt;
+            }
+        }
+        const float sd = dh * (float)best_l, isd = sd != 0 ? 1 / sd : 0;
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)nearest(&L4, isd * xs[j]);
+        for (int j = 0; j < 16; j++) y->qs[16 * s + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+        const int lc = best_l + 32;
+        y->scales_l[s / 2] |= (uint8_t)((lc & 15) << (4 * (s % 2)));
+        y->scales_h |= (uint16_t)((lc >> 4) << (2 * s));
+    }
+}
+
 bool ob_quantize_has_weighted(ob_type type) {
-    return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q5_0 || type == OB_TYPE_IQ4_NL || type == OB_TYPE_Q2_K ||
+    return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q5_0 || type == OB_TYPE_IQ4_NL || type == OB_TYPE_Q4_1 ||
+           type == OB_TYPE_Q5_1 || type == OB_TYPE_IQ4_XS || type == OB_TYPE_Q2_K ||
            type == OB_TYPE_Q3_K || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K || type == OB_TYPE_Q6_K ||
            ob_quantize_has_iq(type);
 }
@@ -353,6 +432,12 @@ bool ob_quantize_row_weighted(ob_type type, const float *src, void *dst, int64_t
         k_row(type, src, dst, n, qw);
         return true;
     }
+    if (type == OB_TYPE_IQ4_XS) {
+        if (n % OB_QK_K) return false;
+        for (int64_t b = 0; b < n / OB_QK_K; b++)
+            iq4_xs_weighted(src + b * OB_QK_K, qw + b * OB_QK_K, (ob_block_iq4_xs *)dst + b);
+        return true;
+    }
     if (n % QB) return false;
     levels L = {0};
     if (type == OB_TYPE_Q4_0) L = (levels){NULL, -8, 7, 16};
@@ -366,6 +451,24 @@ bool ob_quantize_row_weighted(ob_type type, const float *src, void *dst, int64_t
     for (int64_t b = 0; b < n / QB; b++) {
         const float *x = src + b * QB;
         block_weights(x, qw + b * QB, sigma2, w, QB);
+        if (type == OB_TYPE_Q4_1) {
+            ob_block_q4_1 *y = (ob_block_q4_1 *)dst + b;
+            q_1_weighted(x, w, 15, &y->d, &y->m, q);
+            for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
+            continue;
+        }
+        if (type == OB_TYPE_Q5_1) {
+            ob_block_q5_1 *y = (ob_block_q5_1 *)dst + b;
+            q_1_weighted(x, w, 31, &y->d, &y->m, q);
+            uint32_t qh = 0;
+            for (int j = 0; j < 16; j++) {
+                y->qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+                qh |= (uint32_t)(q[j] >> 4) << j;
+                qh |= (uint32_t)(q[j + 16] >> 4) << (j + 16);
+            }
+            for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t)(qh >> (8 * k));
+            continue;
+        }
         float d = block_search(&L, x, w, q, QB);
         if (type == OB_TYPE_Q4_0) {
             ob_block_q4_0 *y = (ob_block_q4_0 *)dst + b;

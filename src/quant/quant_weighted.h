@@ -14,7 +14,7 @@
 
 /* Quantize one row of n values with importance weights qw[n] (>= 0).
  * Returns false, writing nothing, for a type without a weighted quantizer
- * (the caller then uses the reference one). Types: Q4_0, Q5_0, IQ4_NL,
+ * (the caller then uses the reference one). Types: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS,
  * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and the codebook types of iq_quant.h. */
 bool ob_quantize_row_weighted(ob_type type, const float *x, void *dst, int64_t n, const float *qw);
 /* Whether ob_quantize_row_weighted handles a type. */

@@ -144,6 +144,12 @@ static enum MHD_Result wait_and_answer(ob_server *s, struct MHD_Connection *c, o
 static enum MHD_Result handle(ob_server *s, struct MHD_Connection *c, ob_srv_api api, const char *body, size_t len) {
     ob_srv_request req;
     ob_srv_error e;
+    if (s->model && ob_model_is_encoder(s->model)) {
+        ob_srv_fail(&e, OB_ERR_UNSUPPORTED, 400, "invalid_request_error", "model_not_supported", "model",
+                    "'%s' is an encoder (an embedding model): it cannot generate text; use POST /v1/embeddings",
+                    s->model_id);
+        return ob_srv_send_error(s, c, &e);
+    }
     if (ob_srv_request_parse(api, body, len, &s->defaults, &req, &e) < 0) return ob_srv_send_error(s, c, &e);
     bool streaming = req.stream;
     ob_srv_job *job = NULL;

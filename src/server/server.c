@@ -127,7 +127,8 @@ static int embeddings_context(ob_server *s, ob_model *m) {
     ob_context_params cp = ob_context_default_params();
     cp.n_ctx = s->n_ctx;
     cp.n_seq_max = 1;
-    cp.n_batch = s->n_ctx < 512 ? s->n_ctx : 512;
+    /* an encoder sees its whole input at once: one batch holds the context */
+    cp.n_batch = s->n_ctx < 512 || ob_model_is_encoder(m) ? s->n_ctx : 512;
     cp.n_threads = s->engine_params.n_threads;
     cp.kv_type = s->engine_params.kv_type;
     OB_TRY(ob_context_create(m, &cp, &s->embd_ctx));
@@ -149,6 +150,9 @@ static void *loader_main(void *arg) {
     ob_model *m = NULL;
     ob_engine *e = NULL;
     int rc = ob_model_load(s->model_path, &mp, &m);
+    if (rc == 0 && ob_model_is_encoder(m) && !s->embeddings)
+        rc = ob_err(OB_ERR_UNSUPPORTED, "'%s' is an encoder (an embedding model, %s): it cannot generate text; start "
+                    "the server with --embeddings to serve POST /v1/embeddings", s->model_path, ob_model_arch(m));
     if (rc == 0) {
         ob_engine_params ep = s->engine_params;
         ep.spec.draft_device = s->device; /* a draft model goes where the target goes */

@@ -543,17 +543,11 @@ static int parse(const cfgsrc *c, ob_hf_config *cfg) {
     return 0;
 }
 
-int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    char *path = ob_hf_path(dir, "config.json");
-    if (!path) return ob_err(OB_ERR_OOM, "path");
-    json_error_t jerr;
-    /* Integers as reals (as_int takes whole reals back): a huge integer
-     * somewhere in the file must not stop the parse. */
-    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
+/* The parse of a loaded (or failed: root NULL, jerr says why) config.json. */
+static int config_from_json(json_t *root, const json_error_t *jerr, const char *path, ob_hf_config *cfg) {
     int rc;
     if (!root) {
-        rc = ob_err(jerr.line < 0 ? OB_ERR_IO : OB_ERR_FORMAT, "%s: %s", path, jerr.text);
+        rc = ob_err(jerr->line < 0 ? OB_ERR_IO : OB_ERR_FORMAT, "%s: %s", path, jerr->text);
     } else if (!json_is_object(root)) {
         rc = ob_err(OB_ERR_FORMAT, "%s: not a JSON object", path);
     } else {
@@ -562,6 +556,25 @@ int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
         rc = parse(&c, cfg);
     }
     json_decref(root);
+    return rc;
+}
+
+int ob_hf_config_parse(const char *text, size_t n, const char *path, ob_hf_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, n, JSON_DECODE_INT_AS_REAL, &jerr);
+    return config_from_json(root, &jerr, path, cfg);
+}
+
+int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    char *path = ob_hf_path(dir, "config.json");
+    if (!path) return ob_err(OB_ERR_OOM, "path");
+    json_error_t jerr;
+    /* Integers as reals (as_int takes whole reals back): a huge integer
+     * somewhere in the file must not stop the parse. */
+    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
+    int rc = config_from_json(root, &jerr, path, cfg);
     ob_free(path);
     return rc;
 }

@@ -28,7 +28,8 @@ static int ds_int(json_t *root, const char *path, const char *key, int64_t dflt,
         *out = dflt;
     } else {
         double d = json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : -1e300;
-        if (d != (double)(int64_t)d || d < (double)lo || d > (double)((int64_t)1 << 30))
+        /* the range first: converting a double outside int64's range is undefined (found by fuzz_hfconfig) */
+        if (!(d >= (double)lo && d <= (double)((int64_t)1 << 30)) || d != (double)(int64_t)d)
             return ob_err(OB_ERR_FORMAT, "%s: key '%s' must be an integer >= %lld", path, key, (long long)lo);
         *out = (int64_t)d;
     }

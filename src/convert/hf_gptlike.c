@@ -322,7 +322,8 @@ int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
     for (size_t i = 0; i < OB_ARRAY_LEN(ids); i++) {
         json_t *v = jget(root, ids[i]);
         if (json_is_integer(v) && json_integer_value(v) >= 0) *dst[i] = (int64_t)json_integer_value(v);
-        else if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) == floor(json_real_value(v)))
+        else if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 9e15 &&
+                 json_real_value(v) == floor(json_real_value(v)))
             *dst[i] = (int64_t)json_real_value(v);
     }
     return 0;

@@ -126,6 +126,10 @@ typedef struct ob_hf_config {
  * variants are OB_ERR_UNSUPPORTED; missing or ill-typed keys OB_ERR_FORMAT,
  * naming the key. */
 int ob_hf_config_load(const char *dir, ob_hf_config *cfg);
+/* The same from config.json's text in memory (the fuzz target); `path`
+ * names it in messages, and its folder is where the encoders look for
+ * sentence-transformers' modules.json. */
+int ob_hf_config_parse(const char *text, size_t n, const char *path, ob_hf_config *cfg);
 
 /* Read `dir`/tokenizer.json (+ tokenizer_config.json, chat_template.jinja)
  * and set the tokenizer.* keys on `w`: the vocabulary padded to

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/log.h"
@@ -577,4 +578,21 @@ int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
     int rc = config_from_json(root, &jerr, path, cfg);
     ob_free(path);
     return rc;
+}
+
+int ob_hf_layer_split(const ob_hf_config *cfg, const char *name, const char *text, const char *pre, int *layer,
+                      const char **rest) {
+    const size_t lp = strlen(pre);
+    if (strncmp(text, pre, lp) != 0 || text[lp] < '0' || text[lp] > '9') return 0;
+    char *end;
+    const long l = strtol(text + lp, &end, 10);
+    if (*end != '.' || l < 0)
+        return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' has no GGUF name in architecture %s (%s)", name, cfg->gguf_arch,
+                      cfg->hf_arch);
+    if (l >= cfg->n_layer)
+        return ob_err(OB_ERR_FORMAT, "tensor '%s': layer %ld, but config.json has %lld layers", name, l,
+                      (long long)cfg->n_layer);
+    *layer = (int)l;
+    *rest = end + 1;
+    return 1;
 }

@@ -620,22 +620,9 @@ int ob_hf_gpt_map(const ob_hf_config *cfg, const char *name, ob_hf_gmap *out) {
     memset(out, 0, sizeof *out);
     out->layer = -1;
     const char *rest = name;
-    const char *pre = layer_prefix(cfg->arch);
-    size_t lp = strlen(pre);
-    bool per_layer = false;
-    if (!strncmp(name, pre, lp) && name[lp] >= '0' && name[lp] <= '9') {
-        char *end;
-        long n = strtol(name + lp, &end, 10);
-        if (*end != '.' || n < 0)
-            return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' has no GGUF name in architecture %s (%s)", name,
-                          cfg->gguf_arch, cfg->hf_arch);
-        if (n >= cfg->n_layer)
-            return ob_err(OB_ERR_FORMAT, "tensor '%s': layer %ld, but config.json has %lld layers", name, n,
-                          (long long)cfg->n_layer);
-        out->layer = (int)n;
-        rest = end + 1;
-        per_layer = true;
-    }
+    const int split = ob_hf_layer_split(cfg, name, name, layer_prefix(cfg->arch), &out->layer, &rest);
+    if (split < 0) return split;
+    const bool per_layer = split == 1;
     for (size_t i = 0; i < OB_ARRAY_LEN(g_map); i++) {
         const tmap *t = &g_map[i];
         if (t->arch != cfg->arch || t->layer != per_layer || strcmp(t->hf, rest) != 0) continue;

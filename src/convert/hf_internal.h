@@ -126,6 +126,12 @@ typedef struct ob_hf_config {
  * variants are OB_ERR_UNSUPPORTED; missing or ill-typed keys OB_ERR_FORMAT,
  * naming the key. */
 int ob_hf_config_load(const char *dir, ob_hf_config *cfg);
+/* A per-layer tensor name `text` = "<pre><layer>.<rest>" (pre: the family's
+ * layer prefix): 1 with *layer and *rest set, 0 when `text` does not start
+ * with pre and a digit, or a negative status (naming `name`, the tensor as
+ * the checkpoint calls it) for a malformed or out-of-range layer number. */
+int ob_hf_layer_split(const ob_hf_config *cfg, const char *name, const char *text, const char *pre, int *layer,
+                      const char **rest);
 /* The same from config.json's text in memory (the fuzz target); `path`
  * names it in messages, and its folder is where the encoders look for
  * sentence-transformers' modules.json. */

@@ -21,6 +21,16 @@
 #include "hf_gptlike.h"
 #include "hf_internal.h"
 
+void ob_hf_special_ids(json_t *root, ob_hf_config *cfg) {
+    static const char *const ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+    int64_t *dst[] = {&cfg->bos_id, &cfg->eos_id, &cfg->pad_id};
+    for (size_t i = 0; i < OB_ARRAY_LEN(ids); i++) {
+        json_t *v = json_object_get(root, ids[i]);
+        double d = json_number_value(v); /* 0 for non-numbers */
+        *dst[i] = json_is_number(v) && d >= 0 && d < 2147483648.0 && d == floor(d) ? (int64_t)d : -1;
+    }
+}
+
 char *ob_hf_path(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     char *p = ob_malloc(a + b + 2);
@@ -229,8 +239,8 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
         if (cfg->arch != OB_HF_PHI2 && cfg->arch != OB_HF_PHI3 && cfg->arch != OB_HF_GLM4)
             return ob_err(OB_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported for %s", c->path, f,
                           cfg->hf_arch);
-        cfg->n_rot = (int64_t)((double)cfg->head_dim * f);
-        if (!(f > 0 && f < 1) || cfg->n_rot < 2 || cfg->n_rot % 2)
+        cfg->n_rot = f > 0 && f < 1 ? (int64_t)((double)cfg->head_dim * f) : 0;
+        if (cfg->n_rot < 2 || cfg->n_rot % 2)
             return ob_err(OB_ERR_FORMAT, "%s: partial_rotary_factor %g gives %lld rotated dimensions", c->path, f,
                           (long long)cfg->n_rot);
     }

@@ -218,14 +218,7 @@ int ob_hf_enc_parse(json_t *root, const char *path, ob_hf_config *cfg) {
     cfg->tied = true; /* no output layer: an encoder ends at its hidden states */
     OB_TRY(cfg->arch == OB_HF_BERT ? parse_bert(root, path, cfg) : parse_modernbert(root, path, cfg));
     OB_TRY(st_pooling(path, &cfg->enc.pooling));
-    cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
-    static const char *const ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
-    int64_t *dst[] = {&cfg->bos_id, &cfg->eos_id, &cfg->pad_id};
-    for (size_t i = 0; i < OB_ARRAY_LEN(ids); i++) {
-        json_t *v = jget(root, ids[i]);
-        if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) == floor(json_number_value(v)))
-            *dst[i] = (int64_t)json_number_value(v);
-    }
+    ob_hf_special_ids(root, cfg);
     return 0;
 }
 

@@ -316,16 +316,7 @@ int ob_hf_gpt_parse(json_t *root, const char *path, ob_hf_config *cfg) {
     default: break;
     }
 
-    cfg->bos_id = cfg->eos_id = cfg->pad_id = -1;
-    static const char *const ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
-    int64_t *dst[] = {&cfg->bos_id, &cfg->eos_id, &cfg->pad_id};
-    for (size_t i = 0; i < OB_ARRAY_LEN(ids); i++) {
-        json_t *v = jget(root, ids[i]);
-        if (json_is_integer(v) && json_integer_value(v) >= 0) *dst[i] = (int64_t)json_integer_value(v);
-        else if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 9e15 &&
-                 json_real_value(v) == floor(json_real_value(v)))
-            *dst[i] = (int64_t)json_real_value(v);
-    }
+    ob_hf_special_ids(root, cfg);
     return 0;
 }
 

@@ -149,6 +149,10 @@ int ob_hf_vocab_write(const char *dir, const ob_hf_config *cfg, ob_gguf_writer *
 int ob_hf_deepseek_parse(json_t *root, const char *path, ob_hf_config *cfg);
 int ob_hf_deepseek_keys(const ob_hf_config *cfg, ob_gguf_writer *w);
 
+/* bos/eos/pad ids from config.json's root into cfg: each a whole number in
+ * [0, 2^31) (integer or real), else left at -1. */
+void ob_hf_special_ids(json_t *root, ob_hf_config *cfg);
+
 /* "dir/name" in a new ob_malloc'd string (NULL when out of memory). */
 char *ob_hf_path(const char *dir, const char *name);
 

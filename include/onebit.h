@@ -65,6 +65,11 @@ typedef int32_t ob_token;
 typedef struct ob_model_params {
     const char *device;  /* "cpu" (default), "cuda", "cuda:N", or "auto" (the GPU when there is one) */
     int n_threads;       /* threads for load-time work; <= 0: all cores */
+    /* With a GPU device: 0 (default) = the whole model on the GPU; N > 0 = only
+     * the last N transformer layers there, the embeddings, the other layers,
+     * the output norm and head on the CPU (partial offload, `-ngl N`; N at or
+     * above the layer count = the whole model). Ignored on the CPU. */
+    int n_gpu_layers;
 } ob_model_params;
 
 ob_model_params ob_model_default_params(void);

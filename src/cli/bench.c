@@ -89,6 +89,7 @@ static void usage(void) {
            "  --kv-type T      f16 (default), f32 or q8_0\n"
            "  --act-bits N     4 or 8: activations of the Q4_0 projections (default 4 for a --hadamard file)\n"
            "  --device D       cpu (default), cuda, auto\n"
+           "  -ngl N           with a GPU: only the last N layers there, the rest on the CPU (default all)\n"
            "  --no-warmup      skip the warm-up run\n"
            "  --progress       print each repetition to stderr\n"
            "make-model shapes: qwen3-0.6b llama-3.2-1b qwen3-1.7b qwen3-8b tinyllama-1.1b llama-3.1-8b\n"
@@ -664,6 +665,7 @@ typedef struct bench_opts {
     int p[MAX_LIST], n_p, g[MAX_LIST], n_g, d[MAX_LIST], n_d, t[MAX_LIST], n_t, np[MAX_LIST], n_np;
     int reps, n_batch;
     const char *fmt, *device;
+    int ngl;
     ob_kv_type kv;
     int act_bits; /* 0: the file's default */
     bool warmup, progress;
@@ -675,6 +677,7 @@ typedef struct result {
     uint64_t model_size, n_params;
     int n_prompt, n_gen, n_depth, n_threads, n_batch;
     int n_parallel;       /* sequences decoded side by side (-np; 1 = llama-bench's test) */
+    int n_gpu_layers;     /* as llama-bench reports it: 0 on the CPU, 99 for all */
     const char *type_kv;
     const char *backends; /* llama-bench's column: "CPU", "CUDA" (or "auto": the library chose) */
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
@@ -856,12 +859,12 @@ static void print_fields_json(FILE *f, const result *r, const char *sep) {
     json_str(f, r->model_type);
     fprintf(f,
             ",%s\"model_size\": %llu,%s\"model_n_params\": %llu,%s\"n_batch\": %d,%s\"n_ubatch\": %d,%s"
-            "\"n_threads\": %d,%s\"type_k\": \"%s\",%s\"type_v\": \"%s\",%s\"n_gpu_layers\": 0,%s"
+            "\"n_threads\": %d,%s\"type_k\": \"%s\",%s\"type_v\": \"%s\",%s\"n_gpu_layers\": %d,%s"
             "\"flash_attn\": true,%s\"use_mmap\": true,%s\"n_prompt\": %d,%s\"n_gen\": %d,%s\"n_depth\": %d,%s"
             "\"test_time\": \"%s\",%s\"avg_ns\": %.0f,%s\"stddev_ns\": %.0f,%s\"avg_ts\": %.6f,%s\"stddev_ts\": %.6f,%s"
             "\"n_parallel\": %d,%s\"samples_ts\": [",
             sep, (unsigned long long)r->model_size, sep, (unsigned long long)r->n_params, sep, r->n_batch, sep,
-            r->n_batch, sep, r->n_threads, sep, r->type_kv, sep, r->type_kv, sep, sep, sep, sep, r->n_prompt, sep,
+            r->n_batch, sep, r->n_threads, sep, r->type_kv, sep, r->type_kv, sep, r->n_gpu_layers, sep, sep, sep, r->n_prompt, sep,
             r->n_gen, sep, r->n_depth, sep, r->test_time, sep, r->avg_ns, sep, r->stddev_ns, sep, r->avg_ts, sep,
             r->stddev_ts, sep, r->n_parallel, sep);
     for (int i = 0; i < r->n_samples; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->samples_ts[i]);
@@ -875,11 +878,11 @@ static void print_csv_header(FILE *f) {
 }
 
 static void print_csv(FILE *f, const result *r) {
-    fprintf(f, "\"%s\",%d,\"%s\",\"\",\"%s\",\"%s\",\"%s\",\"%s\",%llu,%llu,%d,%d,%d,\"%s\",\"%s\",0,1,1,%d,%d,%d,\"%s\","
+    fprintf(f, "\"%s\",%d,\"%s\",\"\",\"%s\",\"%s\",\"%s\",\"%s\",%llu,%llu,%d,%d,%d,\"%s\",\"%s\",%d,1,1,%d,%d,%d,\"%s\","
                "%.0f,%.0f,%.6f,%.6f\n",
             OB_GIT_COMMIT, OB_BUILD_NUMBER, cpu_brand(), r->backends, ob_cpu_kernels_get()->name, r->model, r->model_type,
             (unsigned long long)r->model_size, (unsigned long long)r->n_params, r->n_batch, r->n_batch, r->n_threads,
-            r->type_kv, r->type_kv, r->n_prompt, r->n_gen, r->n_depth, r->test_time, r->avg_ns, r->stddev_ns,
+            r->type_kv, r->type_kv, r->n_gpu_layers, r->n_prompt, r->n_gen, r->n_depth, r->test_time, r->avg_ns, r->stddev_ns,
             r->avg_ts, r->stddev_ts);
 }
 
@@ -952,6 +955,7 @@ int ob_cmd_bench(int argc, char **argv) {
             o.fmt = v;
             out = v;
         } else if (!strcmp(a, "--device")) o.device = v;
+        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) o.ngl = atoi(v);
         else if (!strcmp(a, "--make-model")) make = v;
         else if (!strcmp(a, "--type")) type = v;
         else if (!strcmp(a, "--vocab")) vocab = v;
@@ -989,6 +993,7 @@ int ob_cmd_bench(int argc, char **argv) {
     for (int mi = 0; mi < o.n_models && !status; mi++) {
         ob_model_params mp = ob_model_default_params();
         mp.device = o.device;
+        mp.n_gpu_layers = o.ngl;
         ob_model *m = NULL;
         int rc = ob_model_load(o.models[mi], &mp, &m);
         if (rc < 0) {
@@ -1007,6 +1012,7 @@ int ob_cmd_bench(int argc, char **argv) {
                         result r;
                         rc = run_test(&o, m, o.models[mi], np, ng, o.d[di], o.t[ti], o.np[pi], &r);
                         r.backends = !strncmp(o.device, "cuda", 4) ? "CUDA" : !strcmp(o.device, "auto") ? "auto" : "CPU";
+                        r.n_gpu_layers = !strcmp(r.backends, "CPU") ? 0 : o.ngl > 0 ? o.ngl : 99;
                         if (rc < 0) {
                             status = ob_cli_fail(rc, "bench %s", o.models[mi]);
                             break;

@@ -48,17 +48,18 @@ static void kld_row(void *user, int32_t i, const float *logits) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: 1bit kld --save-base BASE.bin -m REF.gguf -f TEXT [-c 512] [--chunks N] [-t N]\n"
-               "       1bit kld --base BASE.bin -m QUANT.gguf [-t N] [--act-bits 4|8]\n"
+    fprintf(f, "usage: 1bit kld --save-base BASE.bin -m REF.gguf -f TEXT [-c 512] [--chunks N] [-t N] [--device D]\n"
+               "       1bit kld --base BASE.bin -m QUANT.gguf [-t N] [--act-bits 4|8] [--device D]\n"
                "  The first run stores the reference's log-probabilities (16 bits each) for the\n"
                "  second half of every chunk of c tokens; the second compares another model on\n"
                "  the same tokens: KL divergence, same top token, perplexity difference.\n"
                "  --act-bits 4|8: activations of the Q4_0 projections (default 4 for a rotated\n"
-               "  --hadamard file, 8 otherwise; docs/quantization.md).\n");
+               "  --hadamard file, 8 otherwise; docs/quantization.md).\n"
+               "  --device cpu|cuda|cuda:N|auto: where the model runs (default cpu).\n");
 }
 
 int ob_cmd_kld(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *save = NULL, *base_path = NULL;
+    const char *model_path = NULL, *text_path = NULL, *save = NULL, *base_path = NULL, *device = "cpu";
     int n_ctx = 512, n_chunks_max = -1, n_threads = 0, act_bits = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -75,6 +76,7 @@ int ob_cmd_kld(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) n_ctx = atoi(v);
         else if (!strcmp(a, "--chunks")) n_chunks_max = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) n_threads = atoi(v);
+        else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--act-bits")) {
             act_bits = atoi(v);
             if (act_bits != 4 && act_bits != 8) return ob_cli_fail(0, "kld: --act-bits %s: expected 4 or 8", v);
@@ -90,6 +92,7 @@ int ob_cmd_kld(int argc, char **argv) {
     if (rc < 0) return ob_cli_fail(rc, "kld: -m %s", model_path);
     ob_model *m = NULL;
     ob_model_params mp = ob_model_default_params();
+    mp.device = device;
     rc = ob_model_load(path, &mp, &m);
     if (rc < 0) return ob_cli_fail(rc, "kld: load %s", path);
 

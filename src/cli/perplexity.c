@@ -124,13 +124,14 @@ static void ppl_row(void *user, int32_t i, const float *logits) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: 1bit perplexity -m MODEL -f TEXT [-c 512] [--chunks N] [-t N] [-b N] [--kv-type f16]\n"
+               "                         [--device cpu|cuda|cuda:N|auto]\n"
                "  -c N        tokens per chunk (default 512); the second half of each chunk is scored\n"
                "  --chunks N  stop after N chunks (default: all whole chunks of the text)\n"
                "  -t N        threads (default: all cores); -b N tokens per batch (default: min(c, 512))\n");
 }
 
 int ob_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL;
+    const char *model_path = NULL, *text_path = NULL, *device = "cpu";
     int n_ctx = 512, n_chunks_max = -1, n_threads = 0, n_batch = 0;
     ob_kv_type kv_type = OB_KV_F16;
     for (int i = 0; i < argc; i++) {
@@ -147,6 +148,7 @@ int ob_cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--chunks")) n_chunks_max = atoi(v);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) n_threads = atoi(v);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) n_batch = atoi(v);
+        else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--kv-type")) {
             if (ob_cli_parse_kv_type(v, &kv_type) < 0)
                 return ob_cli_fail(0, "perplexity: --kv-type must be f16, f32 or q8_0");
@@ -163,6 +165,7 @@ int ob_cmd_perplexity(int argc, char **argv) {
     if (rc < 0) return ob_cli_fail(rc, "perplexity: -m %s", model_path);
     ob_model *m = NULL;
     ob_model_params mp = ob_model_default_params();
+    mp.device = device;
     rc = ob_model_load(path, &mp, &m);
     if (rc < 0) return ob_cli_fail(rc, "perplexity: load %s", path);
     ob_token *tok = NULL;

@@ -63,6 +63,7 @@ static void usage(void) {
            "  --kv-type T          f16 (default), f32 or q8_0\n"
            "  --act-bits N         4 or 8: activations of Q4_0 projections (default 4 for a --hadamard file)\n"
            "  --device D           cpu (default), cuda, cuda:N, or auto (the GPU when there is one)\n"
+           "  -ngl N               with a GPU: only the last N layers there, the rest on the CPU (default all)\n"
            "  --no-bos             do not add the model's BOS token\n"
            "  --special            let the prompt contain special-token text\n"
            "  --ignore-eos         keep generating past end-of-text\n"
@@ -77,6 +78,7 @@ static void usage(void) {
 
 int ob_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *device = "cpu";
+    int n_gpu_layers = 0;
     int n_predict = 256, threads = 0, n_ctx = 0, n_batch = 512;
     bool add_bos = true, special = false, ignore_eos = false;
     ob_kv_type kv_type = OB_KV_F16;
@@ -112,6 +114,7 @@ int ob_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--frequency-penalty")) sp.frequency_penalty = (float)atof(v);
         else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) sp.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) n_gpu_layers = atoi(v);
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) draft_path = v;
         else if (!strcmp(a, "--spec-draft-n-max")) spec.n_max = atoi(v);
         else if (!strcmp(a, "--spec-draft-n-min")) spec.n_min = atoi(v);
@@ -165,6 +168,7 @@ int ob_cmd_run(int argc, char **argv) {
     double t_load = now_s();
     ob_model_params mp = ob_model_default_params();
     mp.device = device;
+    mp.n_gpu_layers = n_gpu_layers;
     if ((rc = ob_model_load(model_path, &mp, &m)) < 0) {
         ret = ob_cli_fail(rc, "run");
         goto out;

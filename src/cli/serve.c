@@ -85,7 +85,7 @@ static const opt g_opts[] = {
     {"-np|--parallel", VAL, SET, O_PARALLEL, "requests decoded together (default 4)"},
     {"-b|--batch-size", VAL, SET, O_BATCH, "tokens per engine step (default 512)"},
     {"-t|--threads", VAL, SET, O_THREADS, "CPU threads (default: all cores)"},
-    {"-ngl|--gpu-layers|--n-gpu-layers", VAL, SET, O_NGL, "0 = CPU only; any other value puts the whole model on the GPU"},
+    {"-ngl|--gpu-layers|--n-gpu-layers", VAL, SET, O_NGL, "layers on the GPU: 0 = CPU only, N = the last N (the rest on the CPU), all/-1 = every layer"},
     {"-dev|--device", VAL, SET, O_DEVICE, "cpu, none, auto, cuda, cuda:N or CUDAN (default auto)"},
     {"--api-key", VAL, SET, O_API_KEY, "require this key (comma-separated list for several)"},
     {"--api-key-file", VAL, SET, O_API_KEY_FILE, "file with one accepted key per line"},
@@ -560,8 +560,7 @@ int ob_cmd_serve(int argc, char **argv) {
     }
     if (device) p.device = device;
     else if (ngl == 0) p.device = "cpu";
-    if (ngl > 0 && ngl < 99)
-        fprintf(stderr, "1bit serve: warning: -ngl %ld: partial offload is not supported; the whole model goes to the GPU when there is one\n", ngl);
+    if (ngl > 0 && ngl < 999) p.n_gpu_layers = (int)ngl; /* the last ngl layers on the GPU, the rest on the CPU */
     /* Run under the name llama-server (make install's link), answer like it:
      * any "model" in a request is this model. Lemonade sends its own names. */
     if (!strcmp(program_invocation_short_name, "llama-server")) p.any_model = true;

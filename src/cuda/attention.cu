@@ -41,13 +41,8 @@
 #define ATT_MAX_SPLITS 64
 #define ATT_INV_TILES 8 /* tiles a split covers in batch-invariant mode (256 positions) */
 #define ATT_BATCH 8 /* K/V elements per thread loaded before they are stored */
-
-typedef struct attn_tok {
-    int32_t table_off; /* into the tables that follow the tokens */
-    int32_t pos;
-    int32_t kv_start;
-    int32_t pad;
-} attn_tok;
+#define FA_MIN_RUN 16   /* consecutive tokens of a sequence that take the tensor-core kernel */
+#define FA_TILE_ROWS 64 /* query rows of its tiles (FA_BR in attention_mma.cu) */
 
 template <int KT> static __device__ __forceinline__ float kv_elem(const uint8_t *row, int e) {
     if (KT == OB_TYPE_F32) return ((const float *)row)[e];
@@ -75,14 +70,6 @@ typedef struct attn_args {
     float *part_acc; /* [n][n_head][splits][hd] */
     float *part_ml;  /* [n][n_head][splits][2] */
 } attn_args;
-
-/* ALiBi slope of head h (as ob_alibi_slope in src/backend/backend.c). */
-static __device__ __forceinline__ float alibi_slope(int n_head, int h, float max_bias) {
-    int p = 1;
-    while (p * 2 <= n_head) p *= 2;
-    if (h < p) return powf(2.0f, -max_bias / (float)p * (float)(h + 1));
-    return powf(2.0f, -max_bias / (float)(2 * p) * (float)(2 * (h - p) + 1));
-}
 
 /* Positions start..end (inclusive; empty when start > end) of token tk that split sp covers:
  * split_tiles tiles each (batch-invariant mode), or the token's tiles over `splits`. Both
@@ -114,7 +101,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
     split_range(a, tk, sp, start, end);
 
     for (int i = tid; i < G * hd; i += ATT_THREADS) {
-        qs[i] = a.q[(int64_t)t * a.ldq + (int64_t)hk * G * hd + i];
+        qs[i] = a.q[(int64_t)tk.row * a.ldq + (int64_t)hk * G * hd + i];
         acc[i] = 0.0f;
     }
     for (int g = tid; g < G; g += ATT_THREADS) mrow[g] = -INFINITY, lrow[g] = 0.0f;
@@ -164,7 +151,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
                 for (int d = 0; d < hd; d++) dot = fmaf(qg[d], kp[d], dot);
                 s = dot * a.scale;
                 if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
-                if (a.max_bias > 0.0f) s += alibi_slope(a.n_head, hk * G + g, a.max_bias) * (float)(p0 + p - tk.pos);
+                if (a.max_bias > 0.0f) s += attn_alibi_slope(a.n_head, hk * G + g, a.max_bias) * (float)(p0 + p - tk.pos);
             }
             sc[i] = s;
         }
@@ -197,7 +184,7 @@ template <int KT> __global__ void __launch_bounds__(ATT_THREADS) attention_kerne
     if (!a.part_acc) {
         for (int i = tid; i < G * hd; i += ATT_THREADS) {
             const float l = lrow[i / hd];
-            a.out[(int64_t)t * a.ldo + (int64_t)hk * G * hd + i] = acc[i] * (l > 0.0f ? 1.0f / l : 0.0f);
+            a.out[(int64_t)tk.row * a.ldo + (int64_t)hk * G * hd + i] = acc[i] * (l > 0.0f ? 1.0f / l : 0.0f);
         }
     } else {
         for (int i = tid; i < G * hd; i += ATT_THREADS) {
@@ -270,10 +257,10 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
 #pragma unroll
     for (int g = 0; g < GT; g++) {
         m[g] = -INFINITY, l[g] = 0.0f;
-        slope[g] = a.max_bias > 0.0f && g < G ? alibi_slope(a.n_head, hb + g, a.max_bias) : 0.0f;
+        slope[g] = a.max_bias > 0.0f && g < G ? attn_alibi_slope(a.n_head, hb + g, a.max_bias) : 0.0f;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
-            q[g][i] = g < G ? a.q[(int64_t)t * a.ldq + (int64_t)(hb + g) * hd + lane * EPL + i] : 0.0f;
+            q[g][i] = g < G ? a.q[(int64_t)tk.row * a.ldq + (int64_t)(hb + g) * hd + lane * EPL + i] : 0.0f;
             acc[g][i] = 0.0f;
         }
     }
@@ -336,7 +323,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
                 o += sa[(w * GT + g) * hd + d] * f;
             }
         if (!a.part_acc) {
-            a.out[(int64_t)t * a.ldo + (int64_t)(hb + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
+            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
         } else {
             const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
             a.part_acc[part * hd + d] = o;
@@ -347,7 +334,8 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
 
 /* One block per (token, head): merge the splits' partials. */
 __global__ void attention_combine_kernel(const float *__restrict__ part_acc, const float *__restrict__ part_ml,
-                                         int splits, int n_head, int hd, float *out, int64_t ldo) {
+                                         const attn_tok *__restrict__ toks, int splits, int n_head, int hd,
+                                         float *out, int64_t ldo) {
     const int t = blockIdx.x / n_head, h = blockIdx.x % n_head;
     const int64_t base = ((int64_t)t * n_head + h) * splits;
     float M = -INFINITY;
@@ -362,7 +350,7 @@ __global__ void attention_combine_kernel(const float *__restrict__ part_acc, con
             if (m == -INFINITY) continue; /* an empty split */
             o += part_acc[(base + s) * hd + d] * expf(m - M);
         }
-        out[(int64_t)t * ldo + (int64_t)h * hd + d] = o * inv;
+        out[(int64_t)toks[t].row * ldo + (int64_t)h * hd + d] = o * inv;
     }
 }
 
@@ -390,11 +378,11 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         const int32_t *ptr;
         int32_t need, off;
     } utab;
-    size_t head_bytes = (size_t)n * (sizeof(attn_tok) + sizeof(utab));
+    size_t head_bytes = (size_t)n * (sizeof(attn_tok) + sizeof(utab) + 2 * sizeof(int32_t));
     uint8_t *tmp;
     OB_TRY(cuda_host_tmp(c, head_bytes, (void **)&tmp));
     utab *u = (utab *)(tmp + (size_t)n * sizeof(attn_tok));
-    int nu = 0, last = -1, max_len = 0;
+    int nu = 0, last = -1;
     int64_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         const ob_attn_token *tk = &toks[i];
@@ -411,26 +399,74 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         }
         last = k;
         if (tk->pos / bs + 1 > u[k].need) u[k].need = tk->pos / bs + 1;
-        if (tk->pos - tk->kv_start + 1 > max_len) max_len = tk->pos - tk->kv_start + 1;
     }
     for (int j = 0; j < nu; j++) u[j].off = (int32_t)total, total += u[j].need;
-    /* 2. pack tokens + tables into one buffer (after the scratch `u` lives) */
-    const size_t pack_bytes = (size_t)n * sizeof(attn_tok) + (size_t)total * sizeof(int32_t);
+
+    /* 1b. runs of FA_MIN_RUN or more consecutive positions of one sequence go to the tensor-core
+     * kernel (attention_mma.cu) in tiles of up to 64; the rest (decode tokens, short runs) to the
+     * kernels below. The token array is ordered rest first (0 .. n_rest - 1), then the runs. */
+    int32_t *order = (int32_t *)(tmp + (size_t)n * (sizeof(attn_tok) + sizeof(utab)));
+    int32_t *in_run = order + n;
+    int64_t n_rest = n;
+    int n_tiles = 0;
+    if (n >= FA_MIN_RUN && cuda_attn_mma_usable(c, kv->type, p->head_dim, kv->row_bytes)) {
+        for (int64_t i = 0; i < n;) {
+            int64_t j = i + 1;
+            while (j < n && toks[j].block_table == toks[i].block_table && toks[j].pos == toks[j - 1].pos + 1) j++;
+            const int32_t mark = j - i >= FA_MIN_RUN;
+            for (int64_t k = i; k < j; k++) in_run[k] = mark;
+            if (mark) n_tiles += (int)((j - i + FA_TILE_ROWS - 1) / FA_TILE_ROWS);
+            i = j;
+        }
+        int64_t r = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t i = 0; i < n; i++)
+                if (in_run[i] == pass) order[r++] = (int32_t)i;
+        n_rest = 0;
+        for (int64_t i = 0; i < n; i++) n_rest += !in_run[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) order[i] = (int32_t)i;
+    }
+
+    /* 2. pack tokens + tables + tiles into one buffer (after the scratch `u` lives) */
+    const size_t tab_bytes = (size_t)total * sizeof(int32_t);
+    const size_t pack_bytes = (size_t)n * sizeof(attn_tok) + tab_bytes + (size_t)n_tiles * sizeof(fa_tile);
     uint8_t *tmp2;
     OB_TRY(cuda_host_tmp(c, head_bytes + pack_bytes, (void **)&tmp2));
     u = (utab *)(tmp2 + (size_t)n * sizeof(attn_tok)); /* the buffer may have moved */
+    order = (int32_t *)(tmp2 + (size_t)n * (sizeof(attn_tok) + sizeof(utab)));
     attn_tok *ht = (attn_tok *)(tmp2 + head_bytes);
     int32_t *htab = (int32_t *)(ht + n);
+    fa_tile *htile = (fa_tile *)((uint8_t *)htab + tab_bytes);
+    int max_len = 0;
     last = -1;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t i = order[r];
         int k = last >= 0 && u[last].ptr == toks[i].block_table ? last : -1;
         for (int j = 0; k < 0 && j < nu; j++)
             if (u[j].ptr == toks[i].block_table) k = j;
         last = k;
-        ht[i].table_off = u[k].off;
-        ht[i].pos = toks[i].pos;
-        ht[i].kv_start = toks[i].kv_start;
-        ht[i].pad = 0;
+        ht[r].table_off = u[k].off;
+        ht[r].pos = toks[i].pos;
+        ht[r].kv_start = toks[i].kv_start;
+        ht[r].row = (int32_t)i;
+        if (r < n_rest && toks[i].pos - toks[i].kv_start + 1 > max_len) max_len = toks[i].pos - toks[i].kv_start + 1;
+    }
+    int64_t nt = 0;
+    for (int64_t r = n_rest; r < n;) {
+        /* the runs, in batch order: cut where the sequence or the positions break, or at 64 rows */
+        int64_t e = r + 1;
+        while (e < n && e - r < FA_TILE_ROWS && ht[e].row == ht[e - 1].row + 1 && ht[e].pos == ht[e - 1].pos + 1 &&
+               toks[ht[e].row].block_table == toks[ht[e - 1].row].block_table)
+            e++;
+        if (nt == n_tiles) return ob_cuda_err(OB_ERR_INTERNAL, "attention: more tiles than runs");
+        fa_tile *f = &htile[nt++];
+        f->t0 = (int32_t)r, f->cnt = (int32_t)(e - r), f->kv_lo = INT_MAX, f->kv_hi = -1;
+        for (int64_t k = r; k < e; k++) {
+            if (ht[k].kv_start < f->kv_lo) f->kv_lo = ht[k].kv_start;
+            if (ht[k].pos > f->kv_hi) f->kv_hi = ht[k].pos;
+        }
+        r = e;
     }
     for (int j = 0; j < nu; j++)
         for (int32_t e = 0; e < u[j].need; e++) {
@@ -442,10 +478,16 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         }
     const void *dev;
     OB_TRY(cuda_stage(c, ht, pack_bytes, &dev));
+    const attn_tok *dtoks = (const attn_tok *)dev;
+    const int32_t *dtabs = (const int32_t *)((const uint8_t *)dev + (size_t)n * sizeof(attn_tok));
+    if (n_tiles > 0)
+        OB_TRY(cuda_attention_mma(c, kv, il, q, p, out, dtoks, dtabs,
+                                  (const fa_tile *)((const uint8_t *)dtabs + tab_bytes), n_tiles));
+    if (n_rest == 0) return 0;
 
     /* 3. splits, scratch, shared memory */
     const int G = p->n_head / p->n_head_kv, hd = p->head_dim;
-    const int64_t pairs = n * p->n_head_kv;
+    const int64_t pairs = n_rest * p->n_head_kv;
     const int tiles = (max_len + ATT_TILE - 1) / ATT_TILE;
     int splits = 1, split_tiles = 0;
     if (c->invariant) {
@@ -476,13 +518,13 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     a.hd = hd;
     a.scale = p->scale;
     a.softcap = p->softcap;
-    a.toks = (const attn_tok *)dev;
-    a.tables = (const int32_t *)((const uint8_t *)dev + (size_t)n * sizeof(attn_tok));
+    a.toks = dtoks;
+    a.tables = dtabs;
     a.splits = splits;
     a.split_tiles = split_tiles;
     a.part_acc = a.part_ml = NULL;
     if (splits > 1 || c->invariant) {
-        const size_t parts = (size_t)n * (size_t)p->n_head * (size_t)splits;
+        const size_t parts = (size_t)n_rest * (size_t)p->n_head * (size_t)splits;
         OB_TRY(cuda_scratch(c, &c->attn_scratch, &c->attn_scratch_bytes, parts * ((size_t)hd + 2) * sizeof(float)));
         a.part_acc = (float *)c->attn_scratch;
         a.part_ml = a.part_acc + parts * (size_t)hd;
@@ -492,7 +534,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     if (smem > c->smem_optin)
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "attention: %d query heads per KV head of dimension %d need %zu bytes of "
                            "shared memory (the device has %zu)", G, hd, smem, c->smem_optin);
-    dim3 grid((unsigned)n, (unsigned)p->n_head_kv, (unsigned)splits);
+    dim3 grid((unsigned)n_rest, (unsigned)p->n_head_kv, (unsigned)splits);
     a.max_bias = p->max_alibi_bias;
     a.hsplit = 1;
     /* the vector kernel: F16/Q8_0 cache, head dimension 64/128/256, up to 8 query heads per KV head */
@@ -504,7 +546,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
          * where the grid must not depend on the batch (it would not change a head's sums, but
          * the rule stays simple). */
         int hs = 1;
-        const int64_t blocks = n * (int64_t)p->n_head_kv * splits;
+        const int64_t blocks = n_rest * (int64_t)p->n_head_kv * splits;
         while (!c->invariant && c->attn_hsplit && G % (2 * hs) == 0 && blocks * 2 * hs <= 2 * (int64_t)c->n_sm) hs *= 2;
         a.hsplit = hs;
         grid.y = (unsigned)(p->n_head_kv * hs);
@@ -535,8 +577,8 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     }
     if (a.part_acc) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
-        OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n * p->n_head), threads, 0,
-            a.part_acc, a.part_ml, splits, p->n_head, hd, a.out, a.ldo));
+        OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n_rest * p->n_head), threads, 0,
+            a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo));
     }
     return 0;
 }

@@ -694,8 +694,10 @@ static int backend_init(cuda_backend *c) {
         int major = 0;
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
         c->mmq = major >= 8 && !(getenv("OB_CUDA_MMQ") && atoi(getenv("OB_CUDA_MMQ")) == 0);
+        /* off until it has run on a GPU (written without device time): OB_CUDA_ATTN_MMA=1 turns it on */
+        c->attn_mma = major >= 8 && getenv("OB_CUDA_ATTN_MMA") && atoi(getenv("OB_CUDA_ATTN_MMA")) == 1;
 #ifdef __HIP_PLATFORM_AMD__
-        c->mmq = false; /* the tensor-core instructions are NVIDIA's */
+        c->mmq = c->attn_mma = false; /* the tensor-core instructions are NVIDIA's */
 #endif
         c->mmq_max = getenv("OB_CUDA_MMQ_MAX") ? atoi(getenv("OB_CUDA_MMQ_MAX")) : 64;
         c->mmq_min = getenv("OB_CUDA_MMQ_MIN") ? atoi(getenv("OB_CUDA_MMQ_MIN")) : 6; /* measured: 4 tokens faster in mmvq, 6 in mmq */

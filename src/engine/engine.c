@@ -15,6 +15,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "../backend/split.h"
 #include "../model/model.h"
 #include "../quant/hadamard.h"
 #include "kv_cache.h"
@@ -55,8 +56,36 @@ struct ob_context {
 /* ---------------- model ---------------- */
 
 ob_model_params ob_model_default_params(void) {
-    ob_model_params p = {"cpu", 0};
+    ob_model_params p = {"cpu", 0, 0};
     return p;
+}
+
+int (*ob_split_device_factory)(ob_backend **out) = NULL;
+
+/* -ngl N below the layer count: the model's backend becomes a split one (backend/split.h) with
+ * the CPU for the first layers and `*dev` (taken over) for the last N. */
+static int make_split(ob_model *m, int n_gpu_layers, ob_backend **dev) {
+    const char *arch = NULL;
+    uint32_t n_layer = 0;
+    char key[96];
+    OB_TRY(ob_gguf_get_str(m->gguf, "general.architecture", &arch));
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    if (ob_gguf_get_u32(m->gguf, key, &n_layer) < 0 || n_layer == 0) {
+        ob_err_clear();
+        return 0; /* no layer count: the architecture's loader will say what is wrong */
+    }
+    if (n_gpu_layers <= 0 || (uint32_t)n_gpu_layers >= n_layer) return 0;
+    ob_backend *cpu = NULL, *split = NULL;
+    OB_TRY(ob_backend_cpu_create(1, &cpu));
+    int rc = ob_backend_split_create(cpu, *dev, (int)n_layer - n_gpu_layers, (int)n_layer, &split);
+    if (rc < 0) {
+        ob_backend_free(cpu);
+        return rc;
+    }
+    OB_LOGI("partial offload: layers %u..%u on %s, the first %u layers and the output on the CPU",
+            n_layer - (uint32_t)n_gpu_layers, n_layer - 1, (*dev)->ops->name, n_layer - (uint32_t)n_gpu_layers);
+    *dev = split;
+    return 0;
 }
 
 int ob_model_load(const char *path, const ob_model_params *params, ob_model **out) {
@@ -75,6 +104,15 @@ int ob_model_load(const char *path, const ob_model_params *params, ob_model **ou
             OB_LOGI("no CUDA device (%s); using the CPU", ob_last_error());
             ob_err_clear();
             rc = 0;
+        }
+    } else if (rc == 0 && p.n_gpu_layers > 0 && ob_split_device_factory) {
+        rc = ob_split_device_factory(&m->backend); /* tests: a second CPU backend as the "device" */
+    }
+    if (rc == 0 && m->backend && p.n_gpu_layers > 0) {
+        rc = make_split(m, p.n_gpu_layers, &m->backend);
+        if (rc < 0) {
+            ob_backend_free(m->backend);
+            m->backend = NULL;
         }
     }
     if (rc == 0 && !m->backend) {
@@ -221,6 +259,13 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
     int rc = 0;
     if (ob_backend_is_cpu(m->backend)) {
         rc = ob_backend_cpu_create(p.n_threads, &c->backend);
+        c->own_backend = rc == 0;
+    } else if (ob_backend_is_split(m->backend)) {
+        /* partial offload: this context's CPU threads for the host layers, the model's GPU */
+        ob_backend *cpu = NULL;
+        rc = ob_backend_cpu_create(p.n_threads, &cpu);
+        if (rc == 0) rc = ob_backend_split_clone(m->backend, cpu, &c->backend);
+        if (rc < 0) ob_backend_free(cpu);
         c->own_backend = rc == 0;
     } else {
         c->backend = m->backend;

@@ -45,6 +45,7 @@ enum { SRV_LOADING = 0, SRV_READY = 1, SRV_FAILED = -1 };
 struct ob_server {
     /* configuration, owned copies of ob_server_params */
     char *model_path, *host, *alias, *chat_template, *device;
+    int n_gpu_layers;
     char *template_kwargs;        /* defaults.template_kwargs points here */
     char **api_keys; /* [n_api_keys] */
     int n_api_keys;

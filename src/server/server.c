@@ -147,6 +147,7 @@ static void *loader_main(void *arg) {
     if (s->before_load) s->before_load(s->before_load_user);
     ob_model_params mp = ob_model_default_params();
     mp.device = s->device;
+    mp.n_gpu_layers = s->n_gpu_layers;
     ob_model *m = NULL;
     ob_engine *e = NULL;
     int rc = ob_model_load(s->model_path, &mp, &m);
@@ -283,6 +284,7 @@ int ob_server_start(const ob_server_params *p, ob_server **out) {
     s->alias = p->alias && *p->alias ? ob_strdup(p->alias) : NULL;
     s->chat_template = dup_or_null(p->chat_template);
     s->device = ob_strdup(p->device ? p->device : "auto");
+    s->n_gpu_layers = p->n_gpu_layers;
     s->any_model = p->any_model;
     s->quiet = p->quiet;
     s->max_body = p->max_body ? p->max_body : (size_t)8 << 20;

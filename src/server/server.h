@@ -37,6 +37,7 @@ typedef struct ob_server_params {
                                     A comma-separated list gives several accepted names. */
     bool any_model;              /* accept any "model" in requests (llama-server's behaviour) */
     const char *device;          /* ob_model_params.device: "cpu", "cuda", "cuda:N", "auto" */
+    int n_gpu_layers;            /* ob_model_params.n_gpu_layers (-ngl N): 0 = all on the GPU */
     ob_engine_params engine;     /* slots, context, batch, threads, KV, queue */
     const char *const *api_keys; /* [n_api_keys] accepted keys (copied); none: no auth */
     int n_api_keys;

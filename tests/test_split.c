@@ -1,0 +1,242 @@
+/*
+ * test_split.c - partial offload (src/backend/split.c, `-ngl N`) without a
+ * GPU: the "device" half of a split model is a second CPU backend
+ * (ob_split_device_factory), with memory of its own. A copy the split
+ * backend forgets, a stale range or an op placed on the wrong half gives
+ * different logits, so every check is against the same file run whole on
+ * the CPU, bit for bit (the same kernels run either way).
+ *
+ * Models: committed transformers fixtures (tests/data/models) converted to
+ * F32 here - a llama, qwen3 (q/k norms), gemma2 (soft-capping, post-norms),
+ * phi2 (LayerNorm with biases, parallel attention and MLP), gpt2 (learned
+ * positions), bloom (ALiBi), qwen3moe (experts) and deepseek_v3 (MLA) -
+ * each with its last layer on the device, and stories260K (../shared, 5
+ * layers) split at every layer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/split.h"
+#include "convert/convert.h"
+#include "core/status.h"
+#include "model/model.h"
+#include "onebit.h"
+#include "test.h"
+
+#ifndef OB_SOURCE_DIR
+#define OB_SOURCE_DIR "."
+#endif
+
+static int cpu_device(ob_backend **out) { return ob_backend_cpu_create(1, out); }
+
+typedef struct run {
+    float *logits;   /* [np][V] prompt logits, then [ngen][V] of the steps */
+    int32_t gen[16];
+    int V;
+} run;
+
+#define NGEN 8
+
+/* Prompt in one batch (logits everywhere), then NGEN greedy steps; with a second
+ * sequence that shares the prompt's first half (ob_seq_copy: its pages are copied on
+ * write) stepping alongside when `fork`. */
+static bool run_model(const char *path, int ngl, const int32_t *prompt, int np, bool fork, run *r,
+                      ob_split_stats st[2]) {
+    memset(r, 0, sizeof *r);
+    ob_model_params mp = ob_model_default_params();
+    mp.n_gpu_layers = ngl;
+    ob_model *m = NULL;
+    CHECK_OK(ob_model_load(path, &mp, &m));
+    if (!m) return false;
+    CHECK_MSG(ngl == 0 || ob_backend_is_split(((ob_model_impl *)m)->backend), "-ngl %d: the model is not split", ngl);
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_seq_max = 2;
+    cp.n_batch = 128;
+    cp.n_threads = 1;
+    cp.kv_block_size = 16;
+    ob_context *ctx = NULL;
+    CHECK_OK(ob_context_create(m, &cp, &ctx));
+    bool ok = ctx != NULL;
+    r->V = ob_model_n_vocab(m);
+    const size_t V = (size_t)r->V;
+    r->logits = calloc((size_t)(np + 2 * NGEN) * V, sizeof(float));
+    int32_t pos[128], seq[128];
+    int8_t want[128];
+    for (int i = 0; i < np; i++) pos[i] = i, seq[i] = 0, want[i] = 1;
+    if (ok) {
+        ob_batch b = {np, prompt, pos, seq, want};
+        ok = ob_decode(ctx, &b) == 0;
+        CHECK_MSG(ok, "%s: prompt: %s", path, ob_last_error());
+        for (int i = 0; ok && i < np; i++) memcpy(r->logits + (size_t)i * V, ob_get_logits(ctx, i), V * 4);
+    }
+    if (st) ob_backend_split_stats(((ob_model_impl *)m)->backend, &st[0]);
+    if (ok && fork) {
+        ok = ob_seq_copy(ctx, 0, 1, np / 2) == 0;
+        CHECK_MSG(ok, "seq_copy: %s", ob_last_error());
+    }
+    const float *last = r->logits + (size_t)(np - 1) * V;
+    int32_t other = prompt[np / 2];
+    for (int s = 0; ok && s < NGEN; s++) {
+        int best = 0;
+        for (size_t i = 1; i < V; i++)
+            if (last[i] > last[best]) best = (int)i;
+        r->gen[s] = best;
+        ob_token tk[2] = {best, other};
+        int32_t p2[2] = {np + s, np / 2 + s}, sq[2] = {0, 1};
+        int8_t w2[2] = {1, 1};
+        ob_batch b = {fork ? 2 : 1, tk, p2, sq, w2};
+        ok = ob_decode(ctx, &b) == 0;
+        CHECK_MSG(ok, "%s: step %d: %s", path, s, ob_last_error());
+        if (!ok) break;
+        memcpy(r->logits + (size_t)(np + 2 * s) * V, ob_get_logits(ctx, 0), V * 4);
+        if (fork) {
+            const float *l1 = ob_get_logits(ctx, 1);
+            memcpy(r->logits + (size_t)(np + 2 * s + 1) * V, l1, V * 4);
+            other = 0;
+            for (size_t i = 1; i < V; i++)
+                if (l1[i] > l1[other]) other = (int32_t)i;
+        }
+        last = r->logits + (size_t)(np + 2 * s) * V;
+    }
+    if (st) ob_backend_split_stats(((ob_model_impl *)m)->backend, &st[1]);
+    ob_context_free(ctx);
+    ob_model_free(m);
+    return ok;
+}
+
+/* Logits of the split run equal the whole-CPU run's, bit for bit. */
+static void compare(const char *what, const run *a, const run *b, int np, bool fork) {
+    const size_t rows = (size_t)np + (size_t)(fork ? 2 : 1) * NGEN;
+    size_t bad = 0, first = 0;
+    for (size_t r = 0; r < rows; r++) {
+        if (!fork && r >= (size_t)np && (r - (size_t)np) % 2) continue; /* the unused second-sequence rows */
+        if (memcmp(a->logits + r * (size_t)a->V, b->logits + r * (size_t)a->V, (size_t)a->V * 4)) {
+            if (!bad) first = r;
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %zu logit rows differ from the CPU's (first: row %zu)", what, bad, first);
+    CHECK_MSG(memcmp(a->gen, b->gen, sizeof a->gen) == 0, "%s: greedy tokens differ", what);
+}
+
+static bool read_prompt(const char *dir, int32_t *ids, int *n) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/prompt.txt", dir);
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    *n = 0;
+    while (*n < 64 && fscanf(f, "%d", &ids[*n]) == 1) (*n)++;
+    fclose(f);
+    return *n > 0;
+}
+
+static void check_fixture(const char *name) {
+    char dir[4200], out[256];
+    snprintf(dir, sizeof dir, "%s/tests/data/models/%s", OB_SOURCE_DIR, name);
+    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_%s.gguf", (int)getpid(), name);
+    int32_t prompt[64];
+    int np = 0;
+    CHECK_MSG(read_prompt(dir, prompt, &np), "%s: no prompt.txt", dir);
+    if (!np) return;
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_MSG(ob_convert_hf(dir, out, &o) == 0, "%s: convert: %s", name, ob_last_error());
+    for (int fork = 0; fork < 2; fork++) {
+        run cpu = {0}, split = {0};
+        ob_split_stats st[2];
+        bool ok = run_model(out, 0, prompt, np, fork, &cpu, NULL) && run_model(out, 1, prompt, np, fork, &split, st);
+        if (ok) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, last layer on the device%s", name, fork ? ", two sequences" : "");
+            compare(what, &split, &cpu, np, fork);
+            CHECK_MSG(st[1].ops[0] > 0 && st[1].ops[1] > 0, "%s: ops host %llu device %llu", what,
+                      (unsigned long long)st[1].ops[0], (unsigned long long)st[1].ops[1]);
+            CHECK_MSG(st[1].n_up > 0 && st[1].n_down > 0, "%s: nothing crossed", what);
+        }
+        free(cpu.logits);
+        free(split.logits);
+    }
+    unlink(out);
+}
+
+TEST(split_fixtures_equal_cpu) {
+    ob_split_device_factory = cpu_device;
+    static const char *const names[] = {"llama", "qwen3", "gemma2", "phi2", "gpt2", "bloom", "qwen3moe", "deepseek_v3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
+    ob_split_device_factory = NULL;
+}
+
+/* What crosses per decode step: the residual stream up once (into the first device layer)
+ * and the output rows down once (into the host's output norm); the KV pools stay put. */
+TEST(split_traffic_per_step) {
+    ob_split_device_factory = cpu_device;
+    char dir[4200], out[256];
+    snprintf(dir, sizeof dir, "%s/tests/data/models/llama", OB_SOURCE_DIR);
+    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_traffic.gguf", (int)getpid());
+    int32_t prompt[64];
+    int np = 0;
+    CHECK(read_prompt(dir, prompt, &np));
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_OK(ob_convert_hf(dir, out, &o));
+    run r = {0};
+    ob_split_stats st[2];
+    if (run_model(out, 1, prompt, np, false, &r, st)) {
+        const uint64_t E = 64, step = E * sizeof(float); /* the fixture's hidden size */
+        CHECK_MSG(st[0].bytes_up == (uint64_t)np * step, "prompt: %llu bytes up, want %llu",
+                  (unsigned long long)st[0].bytes_up, (unsigned long long)((uint64_t)np * step));
+        CHECK_MSG(st[0].bytes_down == (uint64_t)np * step, "prompt: %llu bytes down, want %llu",
+                  (unsigned long long)st[0].bytes_down, (unsigned long long)((uint64_t)np * step));
+        CHECK_MSG(st[1].bytes_up - st[0].bytes_up == NGEN * step && st[1].n_up - st[0].n_up == NGEN,
+                  "steps: %llu bytes in %llu copies up, want %llu in %d", (unsigned long long)(st[1].bytes_up - st[0].bytes_up),
+                  (unsigned long long)(st[1].n_up - st[0].n_up), (unsigned long long)(NGEN * step), NGEN);
+        CHECK_MSG(st[1].bytes_down - st[0].bytes_down == NGEN * step && st[1].n_down - st[0].n_down == NGEN,
+                  "steps: %llu bytes in %llu copies down, want %llu in %d",
+                  (unsigned long long)(st[1].bytes_down - st[0].bytes_down),
+                  (unsigned long long)(st[1].n_down - st[0].n_down), (unsigned long long)(NGEN * step), NGEN);
+    }
+    free(r.logits);
+    unlink(out);
+    ob_split_device_factory = NULL;
+}
+
+/* stories260K (5 layers): every split point, prompt and steps equal to the CPU's. */
+TEST(split_every_layer_stories260K) {
+    const char *d = test_models_dir();
+    if (!d) {
+        test_skip("../shared/models is absent");
+        return;
+    }
+    ob_split_device_factory = cpu_device;
+    const char *path = test_path(d, "stories260K/stories260K.gguf");
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++) prompt[i] = 1 + (i * 37) % 500;
+    run cpu = {0};
+    if (run_model(path, 0, prompt, 40, true, &cpu, NULL)) {
+        for (int ngl = 1; ngl <= 4; ngl++) {
+            run split = {0};
+            if (run_model(path, ngl, prompt, 40, true, &split, NULL)) {
+                char what[64];
+                snprintf(what, sizeof what, "stories260K -ngl %d", ngl);
+                compare(what, &split, &cpu, 40, true);
+            }
+            free(split.logits);
+        }
+    }
+    free(cpu.logits);
+    /* -ngl at or above the layer count is the whole model on the device: not split */
+    ob_model_params mp = ob_model_default_params();
+    mp.n_gpu_layers = 5;
+    ob_model *m = NULL;
+    CHECK_OK(ob_model_load(path, &mp, &m));
+    if (m) CHECK(!ob_backend_is_split(((ob_model_impl *)m)->backend));
+    ob_model_free(m);
+    ob_split_device_factory = NULL;
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv); }

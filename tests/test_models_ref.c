@@ -46,6 +46,13 @@
 #define N_PROMPT 64
 #define N_GEN 32
 
+/* InternLM2's tensor set (F32 file shapes): llama's, under the internlm2 name. */
+#define INTERNLM2_TENSORS                                                                                        \
+    "token_embd.weight:64x384 output.weight:64x384 output_norm.weight:64x1 blk.N.attn_norm.weight:64x1 "        \
+    "blk.N.attn_q.weight:64x64 blk.N.attn_k.weight:64x32 blk.N.attn_v.weight:64x32 "                             \
+    "blk.N.attn_output.weight:64x64 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 "                    \
+    "blk.N.ffn_up.weight:64x128 blk.N.ffn_down.weight:128x64"
+
 typedef struct ref_case {
     const char *name;
     const char *arch;     /* GGUF architecture */
@@ -203,6 +210,10 @@ static const ref_case CASES[] = {
      "blk.N.attn_k.weight:64x32 blk.N.attn_v.weight:64x32 blk.N.attn_sub_norm.weight:64x1 "
      "blk.N.attn_output.weight:64x64 blk.N.ffn_norm.weight:64x1 blk.N.ffn_gate.weight:64x128 "
      "blk.N.ffn_up.weight:64x128 blk.N.ffn_sub_norm.weight:128x1 blk.N.ffn_down.weight:128x64"},
+    /* InternLM2 (llama.c): the llama / llama_rope_linear fixtures repacked in InternLM2's layout by
+     * scripts/gen_internlm2_fixture.py; wqkv split into q/k/v (check_internlm2_split), q/k permuted */
+    {"internlm2", "internlm2", 16, false, false, false, true, NULL, 0, 2, INTERNLM2_TENSORS},
+    {"internlm2_rope_linear", "internlm2", 16, false, false, false, true, "linear", 0, 2, INTERNLM2_TENSORS},
 };
 
 /* What each weight type may cost. u is the rms relative rounding error of
@@ -405,12 +416,51 @@ static void check_older_layouts(const ref_case *c, ob_gguf *g, ob_safetensors *s
     CHECK_MSG(checked > 0 && bad == 0, "%s: %d of %d moved rows are not where they belong", c->name, bad, checked);
 }
 
+/* InternLM2, F32 files: attn_q, attn_k and attn_v against the source's
+ * attention.wqkv, whose rows hold per KV group g query heads g G .. g G +
+ * G - 1 (G = n_head / n_head_kv), key head g, value head g, head_dim rows
+ * each (modeling_internlm2.py). The file's q and k rows are also permuted
+ * as Llama's: row k of a head is the head's row (k % 2) hd / 2 + k / 2. */
+static void check_internlm2_split(const ref_case *c, ob_gguf *g, ob_safetensors *st) {
+    if (strcmp(c->arch, "internlm2") != 0) return;
+    uint32_t H = 0, KV = 0;
+    CHECK_OK(ob_gguf_get_u32(g, "internlm2.attention.head_count", &H));
+    CHECK_OK(ob_gguf_get_u32(g, "internlm2.attention.head_count_kv", &KV));
+    const int64_t hd = c->head_dim, G = KV ? (int64_t)(H / KV) : 0;
+    int bad = 0, checked = 0;
+    for (int l = 0; l < c->n_layer && G > 0; l++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%d.attention.wqkv.weight", l);
+        const ob_st_tensor *src = ob_safetensors_find(st, name);
+        CHECK_MSG(src && src->dtype == OB_ST_F32 && src->shape[0] == (int64_t)(H + 2 * KV) * hd, "%s: %s", c->name,
+                  name);
+        static const char *const parts[3] = {"attn_q", "attn_k", "attn_v"};
+        for (int part = 0; src && part < 3; part++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, parts[part]);
+            const ob_gguf_tensor *t = ob_gguf_find_tensor(g, name);
+            const int64_t rows = (part == 0 ? (int64_t)H : (int64_t)KV) * hd;
+            CHECK_MSG(t && t->type == OB_TYPE_F32 && t->ne[1] == rows && t->ne[0] == src->shape[1], "%s: %s", c->name,
+                      name);
+            for (int64_t r = 0; t && r < rows; r++, checked++) {
+                const int64_t head = r / hd, k = r % hd, d = part == 2 ? k : (k % 2) * (hd / 2) + k / 2;
+                const int64_t group = part == 0 ? head / G : head, in_group = part == 0 ? head % G : G + part - 1;
+                const int64_t sr = (group * (G + 2) + in_group) * hd + d;
+                bad += memcmp((const float *)t->data + r * t->ne[0], src->data + (size_t)(sr * t->ne[0]) * 4,
+                              (size_t)t->ne[0] * 4) != 0;
+            }
+        }
+    }
+    CHECK_MSG(checked > 0 && bad == 0, "%s: %d of %d q/k/v rows are not wqkv's (split per KV group, q/k permuted)",
+              c->name, bad, checked);
+}
+
 /* Layer 0's first norm weight under the names the families give it. */
 static const ob_st_tensor *first_norm_src(const ob_safetensors *st) {
     static const char *const names[] = {"model.layers.0.input_layernorm.weight",
                                         "gpt_neox.layers.0.input_layernorm.weight", "transformer.h.0.ln_1.weight",
                                         "transformer.h.0.input_layernorm.weight",
-                                        "model.decoder.layers.0.self_attn_layer_norm.weight"};
+                                        "model.decoder.layers.0.self_attn_layer_norm.weight",
+                                        "model.layers.0.attention_norm.weight"};
     for (size_t i = 0; i < OB_ARRAY_LEN(names); i++) {
         const ob_st_tensor *t = ob_safetensors_find(st, names[i]);
         if (t) return t;
@@ -505,6 +555,7 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
             if (st) check_gpt_layouts(c, g, st);
             if (st) check_mla_split(c, g, st);
             if (st) check_older_layouts(c, g, st);
+            if (st) check_internlm2_split(c, g, st);
             ob_safetensors_free(st);
         }
         ob_gguf_free(g);
@@ -715,12 +766,9 @@ static void compare(const ref_case *c, const fixture *fx, ob_type type, const ru
     }
 }
 
-static void run_case(const ref_case *c) {
-    fixture fx;
-    if (!load_fixture(c, &fx)) {
-        free(fx.logits);
-        return;
-    }
+/* The folder fx->dir converted to each weight type, checked and run
+ * against fx's reference. */
+static void run_fixture(const ref_case *c, const fixture *fx) {
     static const ob_type types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16, OB_TYPE_Q8_0};
     run_out f32;
     memset(&f32, 0, sizeof f32);
@@ -731,14 +779,14 @@ static void run_case(const ref_case *c) {
         ob_convert_opts o;
         ob_convert_opts_init(&o);
         o.outtype = types[ti];
-        int rc = ob_convert_hf(fx.dir, out, &o);
+        int rc = ob_convert_hf(fx->dir, out, &o);
         CHECK_MSG(rc == 0, "%s: convert %s: %s", c->name, ob_type_name(types[ti]), ob_last_error());
         if (rc != 0) continue;
-        check_gguf(c, &fx, out, types[ti]);
+        check_gguf(c, fx, out, types[ti]);
         run_out r;
         memset(&r, 0, sizeof r);
-        if (run_engine(out, &fx, &r)) {
-            compare(c, &fx, types[ti], &r, have_f32 ? &f32 : NULL);
+        if (run_engine(out, fx, &r)) {
+            compare(c, fx, types[ti], &r, have_f32 ? &f32 : NULL);
             if (types[ti] == OB_TYPE_F32) {
                 f32 = r;
                 have_f32 = true;
@@ -749,6 +797,11 @@ static void run_case(const ref_case *c) {
         unlink(out);
     }
     free(f32.logits);
+}
+
+static void run_case(const ref_case *c) {
+    fixture fx;
+    if (load_fixture(c, &fx)) run_fixture(c, &fx);
     free(fx.logits);
 }
 
@@ -835,6 +888,96 @@ TEST(granite_as_llama) {
     unlink(to);
     rmdir(dir);
     free(fx.logits);
+}
+
+/* tests/data/models/<name> copied to `dir` with config.json's keys updated
+ * by `changes` (stolen). */
+static bool copy_case_with(const char *name, const char *dir, json_t *changes) {
+    char src[1024], from[1300], to[1300];
+    snprintf(src, sizeof src, "%s/tests/data/models/%s", OB_SOURCE_DIR, name);
+    bool ok = mkdir(dir, 0755) == 0;
+    static const char *const files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; ok && i < OB_ARRAY_LEN(files); i++) {
+        snprintf(from, sizeof from, "%s/%s", src, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        ok = copy_file(from, to);
+    }
+    snprintf(from, sizeof from, "%s/config.json", src);
+    json_t *cfg = ok ? json_load_file(from, 0, NULL) : NULL;
+    if (cfg) json_object_update(cfg, changes);
+    json_decref(changes);
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    ok = cfg && json_dump_file(cfg, to, 0) == 0;
+    json_decref(cfg);
+    CHECK_MSG(ok, "cannot copy %s to %s", src, dir);
+    return ok;
+}
+
+static void remove_case_copy(const char *dir) {
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    char p[1300];
+    for (size_t i = 0; i < OB_ARRAY_LEN(files); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* InternLM2.5's dynamic NTK scaling raises the RoPE base only past
+ * max_position_embeddings (256 here); below it transformers computes plain
+ * RoPE, so the file carries no scaling and the internlm2 reference holds. */
+TEST(internlm2_rope_dynamic) {
+    const ref_case *c = NULL;
+    for (size_t i = 0; i < OB_ARRAY_LEN(CASES); i++)
+        if (!strcmp(CASES[i].name, "internlm2")) c = &CASES[i];
+    fixture fx;
+    if (!c || !load_fixture(c, &fx)) {
+        CHECK(c != NULL);
+        if (c) free(fx.logits);
+        return;
+    }
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/ob_models_ref_%d_internlm2_dynamic", (int)getpid());
+    json_t *dyn = json_pack("{s:{s:s, s:f}}", "rope_scaling", "type", "dynamic", "factor", 2.0);
+    if (copy_case_with("internlm2", dir, dyn)) {
+        ref_case dc = *c;
+        dc.name = "internlm2_rope_dynamic";
+        snprintf(fx.dir, sizeof fx.dir, "%s", dir);
+        run_fixture(&dc, &fx);
+    }
+    remove_case_copy(dir);
+    free(fx.logits);
+}
+
+/* What llama.cpp's internlm2 cannot carry is refused, naming the key. */
+TEST(internlm2_refusals) {
+    static const struct {
+        const char *changes, *says;
+        int rc;
+    } bad[] = {
+        {"{\"bias\": true}", "bias", OB_ERR_UNSUPPORTED},
+        {"{\"tie_word_embeddings\": true}", "tie_word_embeddings", OB_ERR_UNSUPPORTED},
+        {"{\"head_dim\": 32}", "head_dim", OB_ERR_FORMAT},
+        {"{\"hidden_act\": \"gelu\"}", "hidden_act", OB_ERR_UNSUPPORTED},
+        {"{\"rope_scaling\": {\"type\": \"ntk\", \"factor\": 2.0}}", "ntk", OB_ERR_UNSUPPORTED},
+        {"{\"num_key_value_heads\": 3}", "num_key_value_heads", OB_ERR_FORMAT},
+        /* 1 KV head: wqkv would have 96 rows; the file's has 128 */
+        {"{\"num_key_value_heads\": 1}", "attention.wqkv.weight", OB_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < OB_ARRAY_LEN(bad); i++) {
+        char dir[256], out[300];
+        snprintf(dir, sizeof dir, "/tmp/ob_models_ref_%d_internlm2_refuse%zu", (int)getpid(), i);
+        if (copy_case_with("internlm2", dir, json_loads(bad[i].changes, 0, NULL))) {
+            snprintf(out, sizeof out, "%s.gguf", dir);
+            int rc = ob_convert_hf(dir, out, NULL);
+            CHECK_MSG(rc == bad[i].rc, "internlm2 with %s: rc %d, want %d (%s)", bad[i].changes, rc, bad[i].rc,
+                      ob_last_error());
+            CHECK_MSG(strstr(ob_last_error(), bad[i].says) != NULL, "internlm2 with %s: '%s' does not say '%s'",
+                      bad[i].changes, ob_last_error(), bad[i].says);
+            unlink(out);
+        }
+        remove_case_copy(dir);
+    }
 }
 
 /* What the GGUF forms cannot carry is refused, naming the key: the fixture
@@ -928,6 +1071,8 @@ TEST(olmo) { run_named("olmo"); }
 TEST(glm4) { run_named("glm4"); }
 TEST(olmoe) { run_named("olmoe"); }
 TEST(granitemoe) { run_named("granitemoe"); }
+TEST(internlm2) { run_named("internlm2"); }
+TEST(internlm2_rope_linear) { run_named("internlm2_rope_linear"); }
 
 /* GPT-lineage configs the converter does not write refuse with the key named. */
 TEST(gptlike_refusals) {

@@ -98,7 +98,6 @@ TEST(every_row_matches_the_loaders) {
     size_t n = 0;
     const ob_arch_info *rows = ob_arch_infos(&n);
     CHECK(n > 0);
-    int seen_missing = 0;
     for (size_t i = 0; i < n; i++) {
         const ob_arch_info *a = &rows[i];
         for (size_t j = 0; j < i; j++) CHECK_MSG(strcmp(rows[j].name, a->name) != 0, "row %s twice", a->name);
@@ -124,13 +123,11 @@ TEST(every_row_matches_the_loaders) {
             CHECK(!a->reference && !a->cases && a->backends == 0);
             break;
         case OB_ARCH_MISSING:
-            seen_missing++;
             CHECK_MSG(loader == NULL, "%s is listed missing but loads", a->name);
             CHECK(!a->reference && !a->cases && a->backends == 0 && !a->gguf);
             break;
         }
     }
-    CHECK(seen_missing > 0);
     /* every loader has its own row */
     CHECK(ob_arch_count() > 0);
     for (size_t k = 0; k < ob_arch_count(); k++) {

@@ -218,9 +218,27 @@ static const struct {
     {OB_HF_DEEPSEEK3, "mlp.shared_experts.gate_proj.weight", S_FFN_GATE_SHEXP},
     {OB_HF_DEEPSEEK3, "mlp.shared_experts.up_proj.weight", S_FFN_UP_SHEXP},
     {OB_HF_DEEPSEEK3, "mlp.shared_experts.down_proj.weight", S_FFN_DOWN_SHEXP},
+    /* InternLM2's own names; wqkv holds q, k and v (plan_wqkv splits it) */
+    {OB_HF_INTERNLM2, "model.tok_embeddings.weight", S_TOKEN_EMBD},
+    {OB_HF_INTERNLM2, "output.weight", S_OUTPUT},
+    {OB_HF_INTERNLM2, "attention_norm.weight", S_ATTN_NORM},
+    {OB_HF_INTERNLM2, "attention.wqkv.weight", S_ATTN_Q},
+    {OB_HF_INTERNLM2, "attention.wo.weight", S_ATTN_O},
+    {OB_HF_INTERNLM2, "ffn_norm.weight", S_FFN_NORM},
+    {OB_HF_INTERNLM2, "feed_forward.w1.weight", S_FFN_GATE},
+    {OB_HF_INTERNLM2, "feed_forward.w3.weight", S_FFN_UP},
+    {OB_HF_INTERNLM2, "feed_forward.w2.weight", S_FFN_DOWN},
 };
 
 static bool is_exps(slot s) { return s == S_FFN_GATE_EXPS || s == S_FFN_UP_EXPS || s == S_FFN_DOWN_EXPS; }
+
+/* What a checkpoint of architecture `a` calls slot s (per-layer slots:
+ * after "model.layers.N."), for messages about a missing tensor. */
+static const char *hf_name(ob_hf_arch a, slot s) {
+    for (size_t i = 0; i < OB_ARRAY_LEN(g_alias); i++)
+        if (g_alias[i].arch == a && g_alias[i].s == s) return g_alias[i].hf;
+    return g_slots[s].hf;
+}
 
 /* "mlp.experts.K.{gate,up,down}_proj.weight" (Qwen MoE) or
  * "block_sparse_moe.experts.K.w{1,3,2}.weight" (Mixtral): the slot and K, or
@@ -268,6 +286,8 @@ typedef struct planned {
     bool mla_k_b;             /* DeepSeek attn_k_b: head h's row c is column c of kv_b_proj rows
                                * h * split_rows + [0, ne[0]) (llama.cpp's transposed k_b) */
     ob_hf_xform xform;        /* GPT lineage: transposed or regrouped (hf_gptlike.h) */
+    int64_t qkv_row0;         /* OB_HF_XF_QKV_GROUPS for one part of the fused rows (InternLM2's wqkv):
+                               * output row r is row qkv_row0 + r of the regrouped [Q | K | V] */
     size_t nbytes;
     size_t scratch_off;       /* SIZE_MAX when the data does not go through scratch */
     const void *data;
@@ -527,6 +547,45 @@ static int plan_mla_kv_b(conv *c, const ob_st_tensor *t, int layer) {
     return 0;
 }
 
+/* InternLM2's attention.wqkv [(n_head + 2 n_head_kv) head_dim, n_embd]
+ * holds per KV group its n_head / n_head_kv query heads, then its key head,
+ * then its value head (modeling_internlm2.py: rearrange '(h gs d)'), the
+ * layout of Falcon's fused qkv (OB_HF_XF_QKV_GROUPS). Split as llama.cpp's
+ * converter does into attn_q, attn_k and attn_v, the q and k rows permuted
+ * like a Llama q_proj / k_proj (the file runs normal RoPE). */
+static int plan_wqkv(conv *c, const ob_st_tensor *t, int layer) {
+    const ob_hf_config *cfg = &c->cfg;
+    const int64_t Q = dim_value(cfg, D_Q), KV = dim_value(cfg, D_KV);
+    if (t->n_dims != 2 || t->shape[0] != Q + 2 * KV || t->shape[1] != cfg->n_embd) {
+        char got[96];
+        shape_str(t, got, sizeof got);
+        return ob_err(OB_ERR_FORMAT, "tensor '%s' has shape %s; config.json implies [%lld, %lld]", t->name, got,
+                      (long long)(Q + 2 * KV), (long long)cfg->n_embd);
+    }
+    static const slot parts[3] = {S_ATTN_Q, S_ATTN_K, S_ATTN_V};
+    const int64_t rows[3] = {Q, KV, KV}, row0[3] = {0, Q, Q + KV}, heads[3] = {cfg->n_head, cfg->n_head_kv, 0};
+    for (int i = 0; i < 3; i++) {
+        if (find_planned(c, parts[i], layer)) return ob_err(OB_ERR_FORMAT, "tensor '%s' appears twice", t->name);
+        planned p;
+        memset(&p, 0, sizeof p);
+        p.s = parts[i];
+        p.layer = layer;
+        p.src = t;
+        snprintf(p.name, sizeof p.name, "blk.%d.%s", layer, g_slots[p.s].gguf);
+        p.n_dims = 2;
+        p.ne[0] = cfg->n_embd;
+        p.ne[1] = rows[i];
+        p.ne[2] = 1;
+        p.xform = OB_HF_XF_QKV_GROUPS;
+        p.qkv_row0 = row0[i];
+        p.permute_heads = heads[i];
+        p.type = pick_type(c, &p);
+        p.scratch_off = SIZE_MAX;
+        OB_TRY(add_planned(c, &p));
+    }
+    return 0;
+}
+
 static int plan_source(conv *c, const ob_st_tensor *t) {
     if (ob_hf_gpt_is(c->cfg.arch) || ob_hf_enc_is(c->cfg.arch)) return plan_gpt(c, t);
     slot s = S_COUNT;
@@ -556,6 +615,7 @@ static int plan_source(conv *c, const ob_st_tensor *t) {
     if (t->dtype != OB_ST_F32 && t->dtype != OB_ST_F16 && t->dtype != OB_ST_BF16)
         return ob_err(OB_ERR_UNSUPPORTED, "tensor '%s' in %s has dtype %s; only F32, F16 and BF16 are converted",
                       t->name, t->file, ob_st_dtype_name(t->dtype));
+    if (cfg->arch == OB_HF_INTERNLM2 && s == S_ATTN_Q) return plan_wqkv(c, t, layer);
     int want_dims = g_slots[s].d1 == D_NONE ? 1 : 2;
     int64_t w0 = dim_value(cfg, g_slots[s].d0), w1 = dim_value(cfg, g_slots[s].d1);
     if (qk_norm_whole && (s == S_ATTN_Q_NORM || s == S_ATTN_K_NORM))
@@ -769,7 +829,8 @@ static int check_deepseek(const conv *c) {
 
 static int check_complete(conv *c) {
     ob_hf_config *cfg = &c->cfg;
-    if (!find_planned(c, S_TOKEN_EMBD, -1)) return ob_err(OB_ERR_FORMAT, "tensor 'model.embed_tokens.weight' is missing");
+    if (!find_planned(c, S_TOKEN_EMBD, -1))
+        return ob_err(OB_ERR_FORMAT, "tensor '%s' is missing", hf_name(cfg->arch, S_TOKEN_EMBD));
     if (ob_hf_enc_is(cfg->arch)) return ob_hf_enc_check(cfg, has_planned_name, c); /* no output layer */
     /* OLMo's LayerNorms have no weights: no output_norm (as llama.cpp) */
     if (cfg->arch != OB_HF_OLMO && !find_planned(c, S_OUTPUT_NORM, -1))
@@ -822,7 +883,7 @@ static int check_complete(conv *c) {
     for (int l = 0; l < cfg->n_layer; l++) {
         for (size_t i = 0; need[i] != S_COUNT; i++)
             if (!find_planned(c, need[i], l))
-                return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing", l, g_slots[need[i]].hf);
+                return ob_err(OB_ERR_FORMAT, "tensor 'model.layers.%d.%s' is missing", l, hf_name(cfg->arch, need[i]));
         for (slot s = S_FFN_GATE_EXPS; cfg->n_expert > 0 && s <= S_FFN_DOWN_EXPS; s++) {
             const planned *e = find_planned(c, s, l);
             for (int64_t k = 0; e && e->srcs && k < cfg->n_expert; k++)
@@ -959,7 +1020,7 @@ static int convert_tensor(conv *c, planned *p, float *row) {
     size_t out_row = ob_row_size(p->type, row_len);
     for (int64_t r = 0; r < rows; r++) {
         int64_t sr = p->permute_heads ? (int64_t)ob_convert_qk_src_row(r, rows, p->permute_heads) : r;
-        if (ob_hf_gpt_moves_rows(p->xform)) sr = ob_hf_gpt_src_row(&c->cfg, p->xform, r);
+        if (ob_hf_gpt_moves_rows(p->xform)) sr = ob_hf_gpt_src_row(&c->cfg, p->xform, p->qkv_row0 + sr);
         const unsigned char *s = t->data + (size_t)sr * (size_t)row_len * esz;
         if (p->srcs) s = p->srcs[r / p->ne[1]]->data + (size_t)(r % p->ne[1]) * (size_t)row_len * esz;
         if (p->split_rows)

@@ -175,6 +175,9 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
     } else if (!strcmp(a, "BitNetForCausalLM")) {
         cfg->arch = OB_HF_BITNET;
         cfg->gguf_arch = "bitnet";
+    } else if (!strcmp(a, "InternLM2ForCausalLM")) { /* remote code; Llama's math */
+        cfg->arch = OB_HF_INTERNLM2;
+        cfg->gguf_arch = "internlm2";
     } else if (!strcmp(a, "DeepseekV3ForCausalLM")) { /* V3, R1, Kimi-K2: hf_deepseek.c */
         cfg->arch = OB_HF_DEEPSEEK3;
         cfg->gguf_arch = "deepseek2";
@@ -187,8 +190,8 @@ static int parse_arch(const cfgsrc *c, ob_hf_config *cfg) {
                       "Phi3ForCausalLM, PhiForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, MixtralForCausalLM, "
                       "GraniteForCausalLM, Olmo2ForCausalLM, SmolLM3ForCausalLM, ArceeForCausalLM, "
                       "Ernie4_5ForCausalLM, SeedOssForCausalLM, OlmoForCausalLM, Glm4ForCausalLM, OlmoeForCausalLM, "
-                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM, BitNetForCausalLM, BertModel, "
-                      "ModernBertModel are)",
+                      "GraniteMoeForCausalLM, DeepseekV3ForCausalLM, BitNetForCausalLM, InternLM2ForCausalLM, "
+                      "BertModel, ModernBertModel are)",
                       c->path, a);
     }
     return 0;
@@ -311,6 +314,13 @@ static int parse_rope(const cfgsrc *c, ob_hf_config *cfg) {
         OB_TRY(num_in(rp, "attention_factor", c->path, where, &has_af, &af));
         if (!has_af) af = f > 1.0 ? sqrt(1.0 + log(f) / log((double)orig)) : 1.0;
         cfg->longrope_attn_factor = af;
+    } else if (!strcmp(type, "dynamic") && cfg->arch == OB_HF_INTERNLM2) {
+        /* InternLM2's dynamic NTK raises the RoPE base only once a sequence is
+         * longer than max_position_embeddings; up to there it is plain RoPE,
+         * which is what llama.cpp's internlm2 runs (it has no key for it) */
+        OB_LOGW("%s: dynamic NTK RoPE scaling is written as plain RoPE: exact up to max_position_embeddings "
+                "(%lld tokens), past which transformers raises the base and this model does not",
+                c->path, (long long)cfg->n_ctx);
     } else if (!strcmp(type, "llama3")) {
         cfg->rope_scaling = OB_HF_ROPE_LLAMA3;
         cfg->rope_factor = has_factor ? factor : 8.0;
@@ -367,6 +377,24 @@ static int parse_llama_variant(const cfgsrc *c, ob_hf_config *cfg) {
                       "weights of a checkpoint without it)", c->path, cfg->hf_arch);
     if (cfg->arch == OB_HF_BITNET && json_is_true(cget(c, "attention_bias")))
         return ob_err(OB_ERR_UNSUPPORTED, "%s: attention_bias=true is not supported for %s", c->path, cfg->hf_arch);
+    if (cfg->arch == OB_HF_INTERNLM2) {
+        /* `bias` puts biases on wqkv and wo: llama.cpp's internlm2 has no
+         * tensors for them (no released model sets it; when the key is absent
+         * the checkpoint decides: a bias tensor has no GGUF name). llama.cpp
+         * requires output.weight, so no tied embeddings; modeling_internlm2.py
+         * always takes head_dim = hidden_size / num_attention_heads. */
+        json_t *b = cget(c, "bias");
+        if (b && !json_is_boolean(b)) return ob_err(OB_ERR_FORMAT, "%s: key 'bias' is not a boolean", c->path);
+        if (json_is_true(b))
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: bias=true (biases on wqkv and wo) is not supported for %s", c->path,
+                          cfg->hf_arch);
+        if (cfg->tied)
+            return ob_err(OB_ERR_UNSUPPORTED, "%s: tie_word_embeddings=true is not supported for %s (llama.cpp's "
+                          "internlm2 needs output.weight)", c->path, cfg->hf_arch);
+        if (cfg->head_dim * cfg->n_head != cfg->n_embd)
+            return ob_err(OB_ERR_FORMAT, "%s: head_dim %lld is not hidden_size / num_attention_heads for %s", c->path,
+                          (long long)cfg->head_dim, cfg->hf_arch);
+    }
     static const ob_hf_arch variants[] = {OB_HF_OLMO2, OB_HF_SMOLLM3, OB_HF_ARCEE, OB_HF_ERNIE45,
                                           OB_HF_SEED_OSS, OB_HF_OLMO, OB_HF_GLM4, OB_HF_BITNET};
     bool variant = false;

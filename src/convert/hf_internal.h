@@ -42,6 +42,7 @@ typedef enum ob_hf_arch {
     OB_HF_OLMO,     /* LayerNorm without weight or bias */
     OB_HF_GLM4,     /* post-norms, fused gate_up, q/k/v biases, partial interleaved RoPE */
     OB_HF_BITNET,   /* BitNet b1.58: sub-norms before o_proj and down_proj, relu2(gate) * up, NeoX RoPE */
+    OB_HF_INTERNLM2, /* llama (run by llama.c) in its own names; q/k/v fused per KV group in wqkv */
     /* mixtures of experts, run by src/model/moe.c */
     OB_HF_OLMOE,      /* q/k RMSNorm over the whole projections, NeoX RoPE, top-k not renormalised */
     OB_HF_GRANITEMOE, /* granite's multipliers; experts stacked in input_linear (gate; up) and output_linear */

@@ -93,6 +93,16 @@ static const ob_arch_info g_rows[] = {
      VERIFIED(TF, "bitnet", 1.44e-6, CPU | CUDA),
      "NeoX RoPE, 2 KV heads, untied; also TQ1_0/TQ2_0 (bitnet_tq: weights exact, 8-bit activations, worst 0.048); "
      "run by llama_variants.c; quantization_config (BitLinear) refused"},
+    {"internlm2", NULL,
+     "InternLM2 / InternLM2.5 (remote-code InternLM2ForCausalLM with Llama's math; q/k/v fused per KV group in "
+     "attention.wqkv)",
+     VERIFIED(TF " LlamaForCausalLM; weights repacked in InternLM2's layout", "internlm2 internlm2_rope_linear",
+              3.39e-6, CPU),
+     "reference: transformers' Llama logits of the llama / llama_rope_linear fixtures, their weights repacked in "
+     "InternLM2's names and wqkv layout (scripts/gen_internlm2_fixture.py; a pure-Python pass written from "
+     "modeling_internlm2.py on the repacked files gives the same logits within 2.6e-6); wqkv split into "
+     "attn_q/k/v with Llama's q/k permutation as llama.cpp; linear RoPE scaling, dynamic NTK as plain RoPE below "
+     "max_position_embeddings (internlm2_rope_dynamic); bias and tied embeddings refused; run by llama.c"},
     /* GPT lineage (gptlike.c) */
     {"stablelm", NULL, "StableLM 2 / 3B-4E1T (LayerNorm with bias, gated SiLU MLP, partial NeoX rotary, q/k/v biases)",
      VERIFIED(TF, "stablelm", 2.87e-6, CPU | CUDA), "partial rotary 0.25 (4 of 16 dims), 2 KV heads, sequential residual"},
@@ -147,7 +157,6 @@ static const ob_arch_info g_rows[] = {
      MAPPED,
      "bert.c loads llama.cpp's files (token_types, attn_qkv, ffn_gate/up/down, post-norms) and runs llama.cpp's "
      "graph; no converter (NomicBertModel is remote code), no reference; nomic-bert-moe not loaded"},
-    {"internlm2", NULL, "InternLM2 (fused wqkv)", MISSING, "no loader"},
 };
 
 const ob_arch_info *ob_arch_infos(size_t *n) {

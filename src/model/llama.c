@@ -1,8 +1,10 @@
 /*
  * llama.c - the Llama family: llama (Llama 2/3, Mistral, SmolLM, TinyLlama),
- * qwen2 (biases on q/k/v, NeoX RoPE) and qwen3 (per-head q/k RMSNorm, NeoX
- * RoPE). One loader and one forward pass; the differences are optional
- * tensors and the RoPE mode.
+ * qwen2 (biases on q/k/v, NeoX RoPE), qwen3 (per-head q/k RMSNorm, NeoX
+ * RoPE) and internlm2 (InternLM2 / 2.5: Llama's graph under its own
+ * architecture name; the converter splits its fused wqkv into q/k/v as
+ * llama.cpp does). One loader and one forward pass; the differences are
+ * optional tensors and the RoPE mode.
  *
  * Per layer, for a batch of n tokens x [n, n_embd]:
  *     h = rmsnorm(x) * attn_norm
@@ -39,7 +41,7 @@ static int llama_load(ob_model_impl *m) {
     /* Mixtral: a llama with experts runs in moe.c */
     int64_t n_expert = 0;
     OB_TRY(ob_model_key_u32_opt(m, "expert_count", &n_expert));
-    if (n_expert > 0 && var == V_LLAMA) {
+    if (n_expert > 0 && var == V_LLAMA && strcmp(m->arch_name, "llama") == 0) {
         extern const ob_arch ob_arch_llama_moe;
         m->arch = &ob_arch_llama_moe;
         return m->arch->load(m);
@@ -176,3 +178,4 @@ static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
 const ob_arch ob_arch_llama = {"llama", true, llama_load, llama_work_size, llama_forward};
 const ob_arch ob_arch_qwen2 = {"qwen2", true, llama_load, llama_work_size, llama_forward};
 const ob_arch ob_arch_qwen3 = {"qwen3", true, llama_load, llama_work_size, llama_forward};
+const ob_arch ob_arch_internlm2 = {"internlm2", true, llama_load, llama_work_size, llama_forward};

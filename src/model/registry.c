@@ -24,6 +24,8 @@ extern const ob_arch ob_arch_deepseek2;
 extern const ob_arch ob_arch_opt, ob_arch_bloom, ob_arch_bitnet;
 /* encoders (bert.c) */
 extern const ob_arch ob_arch_bert, ob_arch_modern_bert, ob_arch_nomic_bert;
+/* InternLM2 (llama.c) */
+extern const ob_arch ob_arch_internlm2;
 
 /* `llama` files with experts (Mixtral) are handed to moe.c by llama.c's loader. */
 static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_arch_qwen3,    &ob_arch_gemma,
@@ -34,7 +36,8 @@ static const ob_arch *const g_archs[] = {&ob_arch_llama,  &ob_arch_qwen2,  &ob_a
                                          &ob_arch_seed_oss, &ob_arch_olmo, &ob_arch_glm4, &ob_arch_olmoe,
                                          &ob_arch_granitemoe, &ob_arch_deepseek2,
                                          &ob_arch_opt, &ob_arch_bloom, &ob_arch_bitnet,
-                                         &ob_arch_bert, &ob_arch_modern_bert, &ob_arch_nomic_bert};
+                                         &ob_arch_bert, &ob_arch_modern_bert, &ob_arch_nomic_bert,
+                                         &ob_arch_internlm2};
 
 const ob_arch *ob_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)

@@ -2,6 +2,7 @@
  * test_cli.c - the `1bit` binary end to end: exit codes, messages and output
  * of info, dump, version, serve and bad invocations.
  */
+#include <jansson.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -167,6 +168,82 @@ TEST(run_tells_the_story) {
     CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
     CHECK(strstr(g_out, "decode: 4 tokens") != NULL);
     CHECK(strstr(g_out, "tok/s") != NULL);
+}
+
+static bool write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    bool ok = fwrite(text, 1, strlen(text), f) == strlen(text);
+    return fclose(f) == 0 && ok;
+}
+
+/* `1bit chat`: each reply (greedy) equals a fresh `1bit run` of the conversation rendered by
+ * `1bit template` - so the KV cache kept between turns and the re-rendered history agree;
+ * /reset starts over (the first reply again); a too-long turn is an error for that turn only. */
+TEST(chat_turns_equal_fresh_runs) {
+    const char *dir = test_models_dir();
+    if (!dir) {
+        test_skip("../shared/models is absent");
+        return;
+    }
+    const char *model = test_path(dir, "stories260K/stories260K.gguf");
+    char in[64], conv[64], prompt[64], args[3800];
+    snprintf(in, sizeof in, "/tmp/ob_cli_chat_in_%d", (int)getpid());
+    snprintf(conv, sizeof conv, "/tmp/ob_cli_chat_conv_%d.json", (int)getpid());
+    snprintf(prompt, sizeof prompt, "/tmp/ob_cli_chat_prompt_%d", (int)getpid());
+    /* the output is each reply then a blank line; a reply may hold blank lines itself, so the
+     * replies are told apart by running one, two and four turns */
+    static const char *const inputs[] = {"Once upon a time\n", "Once upon a time\nThe dog ran to the\\\npark\n",
+                                         "Once upon a time\nThe dog ran to the\\\npark\n/reset\nOnce upon a time\n"};
+    static char outs[3][4096];
+    for (int i = 0; i < 3; i++) {
+        CHECK(write_text(in, inputs[i]));
+        snprintf(args, sizeof args, "chat -m '%s' --temp 0 -n 16 -t 1 < %s 2>/dev/null", model, in);
+        CHECK_EQ_INT(run_cli(args, outs[i], sizeof outs[i], NULL), 0);
+    }
+    char r[2][512];
+    const size_t l0 = strlen(outs[0]), l1 = strlen(outs[1]);
+    CHECK(l0 > 2 && l1 > l0 + 2 && !strncmp(outs[1], outs[0], l0) && !strcmp(outs[0] + l0 - 2, "\n\n"));
+    if (l0 <= 2 || l1 <= l0 + 2) return;
+    snprintf(r[0], sizeof r[0], "%.*s", (int)(l0 - 2), outs[0]);
+    snprintf(r[1], sizeof r[1], "%.*s", (int)(l1 - l0 - 2), outs[1] + l0);
+    /* after /reset: the first reply again */
+    char again[8192];
+    snprintf(again, sizeof again, "%s%s", outs[1], outs[0]);
+    CHECK_EQ_STR(outs[2], again);
+    /* turn 2 from scratch: render [user, assistant, user] and run it */
+    json_t *c = json_pack("{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}], s:b}", "messages", "role", "user", "content",
+                          "Once upon a time", "role", "assistant", "content", r[0], "role", "user", "content",
+                          "The dog ran to the\npark", "add_generation_prompt", 1);
+    CHECK(c && json_dump_file(c, conv, JSON_COMPACT) == 0);
+    json_decref(c);
+    snprintf(args, sizeof args, "template -m '%s' -i %s > %s 2>/dev/null", model, conv, prompt);
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    static char text[1 << 16];
+    FILE *f = fopen(prompt, "rb");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = '\0';
+    CHECK(n > 0);
+    snprintf(args, sizeof args, "run -m '%s' -f %s --special --temp 0 -n 16 -t 1 2>/dev/null", model, prompt);
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    CHECK_MSG(strncmp(g_out, text, n) == 0, "run does not echo the rendered prompt");
+    char want[600];
+    snprintf(want, sizeof want, "%s\n", r[1]);
+    CHECK_EQ_STR(g_out + n, want);
+    /* a turn longer than the context: an error for that turn; the next one is answered */
+    static char big[20000];
+    size_t k = 0;
+    for (int i = 0; i < 600; i++) k += (size_t)snprintf(big + k, sizeof big - k, "dog ");
+    snprintf(big + k, sizeof big - k, "\nOnce upon a time\n");
+    CHECK(write_text(in, big));
+    snprintf(args, sizeof args, "chat -m '%s' --temp 0 -n 16 -c 256 -t 1 < %s", model, in);
+    CHECK_EQ_INT(run_cli(args, g_out, sizeof g_out, NULL), 0);
+    CHECK_MSG(strstr(g_out, "the context holds 256") != NULL, "no context message in: %.300s", g_out);
+    CHECK_MSG(strstr(g_out, r[0]) != NULL, "the turn after the error was not answered: %.300s", g_out);
+    unlink(in);
+    unlink(conv);
+    unlink(prompt);
 }
 
 /* `1bit bench -np N`: N sequences side by side; the JSON row says so and counts every

@@ -12,6 +12,7 @@ int ob_cmd_tokenize(int argc, char **argv);
 int ob_cmd_convert(int argc, char **argv);
 int ob_cmd_eval(int argc, char **argv);
 int ob_cmd_run(int argc, char **argv);
+int ob_cmd_chat(int argc, char **argv);
 int ob_cmd_bench(int argc, char **argv);
 int ob_cmd_bench_serve(int argc, char **argv); /* `1bit bench serve` */
 int ob_cmd_template(int argc, char **argv);

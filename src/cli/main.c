@@ -22,6 +22,7 @@ static const subcommand g_cmds[] = {
     {"info", ob_cmd_info, "metadata, hparams, tokenizer and tensor table of a GGUF file"},
     {"dump", ob_cmd_dump, "write one tensor, dequantized, as float32 (or text)"},
     {"run", ob_cmd_run, "one completion on the terminal (streamed), with speed"},
+    {"chat", ob_cmd_chat, "a conversation on the terminal with the model's chat template"},
     {"eval", ob_cmd_eval, "logits of every position for given ids or a prompt (for comparisons)"},
     {"convert", ob_cmd_convert, "Hugging Face folder (safetensors, config, tokenizer) -> GGUF"},
     {"tokenize", ob_cmd_tokenize, "text -> token ids (and back with --decode); --bench for MB/s"},

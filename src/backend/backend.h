@@ -187,15 +187,23 @@ typedef struct ob_backend_ops {
      * (ob_context_set_batch_invariant; optional: NULL = always invariant). */
     int (*set_batch_invariant)(ob_backend *b, bool on);
     /* matmul with x rounded to 4-bit blocks of 32 (W4A4, the rotated Q4_0
-     * route of docs/quantization.md; optional: NULL = no such path). The CPU
-     * has it for Q4_0 weights and answers OB_ERR_UNSUPPORTED for others.
-     * Last in the table: the CUDA table is initialized by position. */
+     * route of docs/quantization.md; optional: NULL = no such path): the
+     * rounding is the CPU's ob_act_q4 (src/cpu/kernels.h) on every backend,
+     * same codes and scales, then integer products per block. The CPU and
+     * CUDA (with OB_CUDA_ROTATE=1, docs/cuda.md) have it for Q4_0 weights and
+     * answer OB_ERR_UNSUPPORTED for others (CUDA also for rows not a
+     * multiple of 64 long); the engine then uses matmul. Last in the table:
+     * the CUDA table is initialized by position. */
     int (*matmul_a4)(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
-    /* out[r] (host memory, rows of x->ne[0] floats, packed) = row r of x with
-     * every whole block of 32 rotated by ob_hadamard_block with signs[] of its
-     * columns, a partial last block copied (optional: NULL = the engine does
-     * it on one thread). Last in the table: the CUDA table is initialized by
-     * position. */
+    /* out[r] (backend memory, rows of x->ne[0] floats, packed) = row r of x
+     * with every whole block of 32 rotated by ob_hadamard_block with signs[]
+     * (backend memory, x->ne[0] or more) of its columns, a partial last block
+     * copied; the result equals ob_hadamard_rotate_rows_with's (the CUDA
+     * kernel does the same float operations). Optional: NULL = the engine
+     * does it on one thread, host memory only, so a backend whose memory is
+     * not the host's must have it to run rotated files (CUDA: with
+     * OB_CUDA_ROTATE=1). Last in the table:
+     * the CUDA table is initialized by position. */
     int (*hadamard_rows)(ob_backend *b, const ob_tensor *x, float *out, const float *signs);
     /* The routed experts of one mixture-of-experts FFN on the device (no
      * host round trip; optional: NULL, or OB_ERR_UNSUPPORTED for a shape or
@@ -234,7 +242,7 @@ bool ob_backend_has(const ob_backend *b, ob_backend_feature f);
  * ob_backend whose ops live in the plugin. What the plugin needs from the
  * host (error messages, logging) comes in ob_cuda_host, so the plugin does
  * not link against the binary that loads it. */
-#define OB_CUDA_ABI_VERSION 6 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows; 6: moe_ffn */
+#define OB_CUDA_ABI_VERSION 7 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows; 6: moe_ffn; 7: hadamard_rows into backend memory */
 #define OB_CUDA_ENTRY "ob_cuda_backend_create"
 
 typedef struct ob_cuda_host {

@@ -121,6 +121,22 @@ typedef struct cuda_backend {
     const void *q8_src;         /* the input q8_scratch holds, made by op number q8_op (mmvq.cu) */
     int64_t q8_n, q8_nin;
     unsigned long long q8_op;
+    /* rotate.cu: the last rotation (input, output, signs, shape, op number
+     * rot_op; rot_read_op: the last product that read its output), and the
+     * 4-bit copy of a product's input in q4_scratch (q8 layout, made by op
+     * q4_op), so products that share an input (q, k, v; gate, up) rotate and
+     * round it once; rot_a4: the last product on a rotation was a W4A4 one,
+     * so the next rotation makes the 4-bit copy in the same launch.
+     * OB_CUDA_ROT_REUSE=0: every product does both, separately. */
+    const void *rot_x, *rot_out, *rot_signs;
+    int64_t rot_d, rot_n, rot_ld;
+    unsigned long long rot_op, rot_read_op;
+    bool rot_reuse, rot_a4;
+    void *q4_scratch;
+    size_t q4_scratch_bytes;
+    const void *q4_src;
+    int64_t q4_n, q4_nin;
+    unsigned long long q4_op;
     /* Host scratch for building the attention token table. */
     void *host_tmp;
     size_t host_tmp_bytes;

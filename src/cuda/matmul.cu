@@ -365,6 +365,7 @@ static int mmv_dispatch(cuda_backend *c, int type, const mmv_args *a) {
 int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
+    if (x->data == c->rot_out) c->rot_read_op = c->n_ops, c->rot_a4 = false; /* reads the last rotation (rotate.cu) */
     OB_TRY(check_type(w));
     if (x->type != OB_TYPE_F32 || out->type != OB_TYPE_F32 || x->ne[0] != w->ne[0] || out->ne[0] != w->ne[1] ||
         out->ne[1] != x->ne[1])

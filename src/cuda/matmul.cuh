@@ -59,6 +59,17 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
  * the product skips its quantizing launch. */
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx);
 void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
+/* The integer products on activations already in q8 form (qx [n][nin]
+ * bytes, dx [n][nin / 32] pairs of scale and scaled sum: mmvq.cuh's q8_act
+ * layout): the tensor-core kernel when `mmq` (the caller asked
+ * cuda_mmq_usable), else the batch kernel for 9..64 tokens, else the decode
+ * kernel 8 tokens at a time (any n; the shape checks of cuda_mmvq_usable
+ * must hold). out[t * ldo + r] = bias[r] + the product. */
+int cuda_q8_products(cuda_backend *c, const ob_tensor *w, const int8_t *qx, const float *dx, int64_t n, bool mmq,
+                     const float *bias, float *out, int64_t ldo);
+/* rotate.cu: the rotated Q4_0 route (ob_backend_ops.hadamard_rows, matmul_a4). */
+int cuda_op_hadamard_rows(ob_backend *b, const ob_tensor *x, float *out, const float *signs);
+int cuda_op_matmul_a4(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 
 int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
 /* moe.cu: the routed experts of an MoE FFN (ob_backend_ops.moe_ffn), and freeing its tables. */

@@ -218,8 +218,7 @@ void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin) {
 }
 
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
-    const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
-    const int64_t nb = nin / 32;
+    const int64_t nin = w->ne[0], nb = nin / 32, n = x->ne[1];
     int8_t *qx;
     float *dx;
     OB_TRY(cuda_q8_target(c, n, nin, &qx, &dx));
@@ -234,15 +233,21 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
             (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
     }
     cuda_q8_made(c, x->data, n, nin);
-    const int64_t ldo = (int64_t)(out->nb[1] / sizeof(float));
-    const float *bd = bias ? (const float *)bias->data : NULL;
-    if (cuda_mmq_usable(c, w, n)) {
+    return cuda_q8_products(c, w, qx, dx, n, cuda_mmq_usable(c, w, n), bias ? (const float *)bias->data : NULL,
+                            (float *)out->data, (int64_t)(out->nb[1] / sizeof(float)));
+}
+
+int cuda_q8_products(cuda_backend *c, const ob_tensor *w, const int8_t *qx, const float *dx, int64_t n, bool mmq,
+                     const float *bd, float *o, int64_t ldo) {
+    const int64_t nin = w->ne[0], nout = w->ne[1];
+    const int64_t nb = nin / 32;
+    if (mmq) {
         q8_act a;
         a.qx = qx;
         a.dx = dx;
         a.ldq = nin;
         a.ldd = 2 * nb;
-        return cuda_mmq_matmul(c, w, a, n, bd, (float *)out->data, ldo);
+        return cuda_mmq_matmul(c, w, a, n, bd, o, ldo);
     }
     if (n > 8 && n <= MMVQ_BATCH_MAX && !c->invariant) {
         q8_act a;
@@ -253,7 +258,6 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
         const unsigned grid = ob_div_up((size_t)nout, MMVQ_WARPS);
         const int no = (int)nout, nt = (int)n;
         const uint8_t *wd = (const uint8_t *)w->data;
-        float *o = (float *)out->data;
         switch ((int)w->type) {
 #define OB_B(T)                                                                                                       \
     case T: {                                                                                                         \
@@ -275,13 +279,13 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
         a.ldq = nin;
         a.ldd = 2 * nb;
         const int nt = (int)(n - t0 < 8 ? n - t0 : 8);
-        float *o = (float *)out->data + t0 * ldo;
+        float *ot = o + t0 * ldo;
         switch ((int)w->type) {
-        case OB_TYPE_Q4_0: OB_TRY(mmvq_launch<OB_TYPE_Q4_0>(c, w, nin, nout, a, nt, bd, o, ldo)); break;
-        case OB_TYPE_Q8_0: OB_TRY(mmvq_launch<OB_TYPE_Q8_0>(c, w, nin, nout, a, nt, bd, o, ldo)); break;
-        case OB_TYPE_Q4_K: OB_TRY(mmvq_launch<OB_TYPE_Q4_K>(c, w, nin, nout, a, nt, bd, o, ldo)); break;
-        case OB_TYPE_Q5_K: OB_TRY(mmvq_launch<OB_TYPE_Q5_K>(c, w, nin, nout, a, nt, bd, o, ldo)); break;
-        case OB_TYPE_Q6_K: OB_TRY(mmvq_launch<OB_TYPE_Q6_K>(c, w, nin, nout, a, nt, bd, o, ldo)); break;
+        case OB_TYPE_Q4_0: OB_TRY(mmvq_launch<OB_TYPE_Q4_0>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
+        case OB_TYPE_Q8_0: OB_TRY(mmvq_launch<OB_TYPE_Q8_0>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
+        case OB_TYPE_Q4_K: OB_TRY(mmvq_launch<OB_TYPE_Q4_K>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
+        case OB_TYPE_Q5_K: OB_TRY(mmvq_launch<OB_TYPE_Q5_K>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
+        case OB_TYPE_Q6_K: OB_TRY(mmvq_launch<OB_TYPE_Q6_K>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
         default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: type %d", (int)w->type);
         }
     }

@@ -296,9 +296,11 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         if (ob_gguf_get_str(m->gguf, OB_HADAMARD_KEY, &rot) < 0 || strcmp(rot, OB_HADAMARD_NAME))
             rc = ob_err(OB_ERR_UNSUPPORTED, "%s: rotation '%s' is not one this build knows", OB_HADAMARD_KEY,
                         rot ? rot : "?");
-        else if (!ob_backend_is_cpu(c->backend))
-            rc = ob_err(OB_ERR_UNSUPPORTED, "a rotated (--hadamard) model runs on the CPU only for now; load it with "
-                                            "--device cpu");
+        else if (!ob_backend_is_cpu(c->backend) && !c->backend->ops->hadamard_rows)
+            rc = ob_err(OB_ERR_UNSUPPORTED, "a rotated (--hadamard) model needs activation rotation, which the %s "
+                                            "backend does not have (CUDA: OB_CUDA_ROTATE=1 turns on its untested "
+                                            "one); load it with --device cpu",
+                        c->backend->ops->name);
         else if (ob_gguf_get_u32(m->gguf, OB_HADAMARD_SEED_KEY, &seed) < 0)
             rc = ob_err(OB_ERR_FORMAT, "%s is missing", OB_HADAMARD_SEED_KEY);
         if (rc == 0) rc = ob_matmul_hook_create(c->backend, &c->hook);
@@ -323,7 +325,7 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         rc = ob_err(OB_ERR_INVALID_ARG, "act_bits %d: expected 4 or 8 (0: the file's default)", p.act_bits);
     if (rc == 0) {
         /* W4A4: the default for a rotated file (the point of rotating), asked for otherwise;
-         * a backend without the path (a GPU) keeps 8-bit activations */
+         * a backend without the path (CUDA unless OB_CUDA_ROTATE=1) keeps 8-bit activations */
         int bits = p.act_bits ? p.act_bits : c->hook && c->hook->rotate ? 4 : 8;
         if (bits == 4 && !c->backend->ops->matmul_a4) {
             if (p.act_bits == 4) OB_LOGW("act_bits 4: the %s backend has no W4A4 path; using 8", c->backend->ops->name);
@@ -360,6 +362,7 @@ void ob_context_free(ob_context *c) {
             ob_free(c->seqs[s].tokens);
             ob_free(c->seqs[s].hashes);
         }
+    ob_matmul_hook_free(c->hook); /* its buffers are the backend's memory */
     if (c->backend) {
         ob_kv_cache_free(&c->kv);
         if (c->work) c->backend->ops->release(c->backend, c->work);
@@ -374,7 +377,6 @@ void ob_context_free(ob_context *c) {
     ob_free(c->next_pos);
     ob_free(c->attn);
     if (c->own_backend) ob_backend_free(c->backend);
-    ob_matmul_hook_free(c->hook);
     ob_free(c);
 }
 

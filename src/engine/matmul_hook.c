@@ -1,6 +1,9 @@
 /*
  * matmul_hook.c - the matmul observer / activation rotation hook
- * (matmul_hook.h).
+ * (matmul_hook.h). The rotation and the W4A4 product are the backend's ops
+ * (hadamard_rows, matmul_a4) on buffers of the backend's memory, so this
+ * file never touches activations itself except on the host-only paths
+ * (observer, OB_ACT_SIM, a backend without hadamard_rows).
  */
 #include <string.h>
 
@@ -42,25 +45,38 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
     if (!rot && !sim) return a4 ? matmul_a4(h, b, w, x, bias, out) : h->inner->matmul(b, w, x, bias, out);
     size_t need = (size_t)(nin * n);
     if (need > h->scratch_cap) {
-        float *s = ob_malloc(need * sizeof(float));
-        if (!s) return h->rc = ob_err(OB_ERR_OOM, "rotation scratch");
-        ob_free(h->scratch);
+        /* backend memory (the engine sizes nothing per token: this grows to the widest batch once) */
+        void *s = NULL;
+        const int rc = h->inner->alloc(b, need * sizeof(float), &s);
+        if (rc < 0) return h->rc = rc;
+        if (h->scratch) h->inner->release(b, h->scratch);
         h->scratch = s;
         h->scratch_cap = need;
     }
     if (rot && nin > h->signs_n) {
+        /* made on the host, uploaded once per width: a table for the widest row serves every narrower one */
         float *sg = ob_malloc((size_t)nin * sizeof(float));
+        void *dev = NULL;
         if (!sg) return h->rc = ob_err(OB_ERR_OOM, "rotation signs");
         ob_hadamard_signs(sg, nin, h->seed);
-        ob_free(h->signs);
-        h->signs = sg;
+        int rc = h->inner->alloc(b, (size_t)nin * sizeof(float), &dev);
+        if (rc == 0) rc = h->inner->upload(b, dev, sg, (size_t)nin * sizeof(float));
+        ob_free(sg);
+        if (rc < 0) {
+            if (dev) h->inner->release(b, dev);
+            return h->rc = rc;
+        }
+        if (h->signs) h->inner->release(b, h->signs);
+        h->signs = dev;
         h->signs_n = nin;
     }
     if (rot && h->inner->hadamard_rows) {
-        /* the backend copies and rotates on all its threads */
+        /* the backend copies and rotates (all CPU threads; a GPU kernel) */
         const int rc = h->inner->hadamard_rows(b, x, h->scratch, h->signs);
         if (rc < 0) return h->rc = rc;
     } else {
+        /* host memory: the engine takes this path on the CPU only (a backend without
+         * hadamard_rows is refused rotated files; OB_ACT_SIM is CPU-only) */
         for (int64_t i = 0; i < n; i++) memcpy(h->scratch + i * nin, ob_tensor_row(x, i), (size_t)nin * sizeof(float));
         if (rot) ob_hadamard_rotate_rows_with(h->scratch, nin, n, h->signs);
     }
@@ -84,12 +100,16 @@ static int hook_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, co
     return a4 ? matmul_a4(h, b, w, &xr, bias, out) : h->inner->matmul(b, w, &xr, bias, out);
 }
 
-int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
+int ob_matmul_hook_create(ob_backend *b, ob_matmul_hook **out) {
     ob_matmul_hook *h = ob_calloc(1, sizeof *h);
     if (!h) return ob_err(OB_ERR_OOM, "matmul hook");
+    h->backend = b;
     h->inner = b->ops;
     h->ops = *b->ops;
     h->ops.matmul = hook_matmul;
+    /* a device's fused experts (CUDA's moe_ffn) would multiply the expert matrices without the
+     * hook: MoE layers route on the host instead, each expert a matmul the hook sees */
+    h->ops.moe_ffn = NULL;
     h->act_sim = -1;
     h->act_bits = 8;
     *out = h;
@@ -98,8 +118,8 @@ int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out) {
 
 void ob_matmul_hook_free(ob_matmul_hook *h) {
     if (!h) return;
-    ob_free(h->scratch);
-    ob_free(h->signs);
+    if (h->scratch) h->inner->release(h->backend, h->scratch);
+    if (h->signs) h->inner->release(h->backend, h->signs);
     ob_free(h->act_buf);
     ob_free(h);
 }

@@ -16,9 +16,14 @@
  * The hook is an ops table: a copy of the backend's own, with matmul
  * replaced. While a forward pass runs, the context points its backend's
  * `ops` at the hook (ob_matmul_hook_enter) and back afterwards (leave), so
- * every other op runs untouched on the real backend. Host memory only: the
- * observer reads activations directly, so contexts on a GPU refuse both
- * (docs/quantization.md).
+ * every other op runs untouched on the real backend.
+ *
+ * Memory: the rotated copy of the input and the rotation's signs live in the
+ * backend's memory (its alloc: device memory on CUDA), so rotation and W4A4
+ * run on any backend with hadamard_rows (and matmul_a4); the signs are made
+ * on the host once per width and uploaded once. The observer and OB_ACT_SIM
+ * read and round activations on the host, so contexts on a GPU refuse those
+ * two (docs/quantization.md).
  */
 #ifndef OB_ENGINE_MATMUL_HOOK_H
 #define OB_ENGINE_MATMUL_HOOK_H
@@ -36,10 +41,11 @@ typedef struct ob_matmul_hook {
     ob_matmul_observer obs;      /* NULL: none */
     const ob_gguf *gguf;         /* the model's file: finds the expert index of a weight view */
     void *obs_user;
+    ob_backend *backend;         /* whose memory scratch and signs are */
     bool rotate;                 /* rotate inputs of rotated weights */
     uint32_t seed;
-    float *scratch;              /* [scratch_cap] rotated copy of the input */
-    float *signs;                /* [signs_n] the rotation's column signs (ob_hadamard_signs) */
+    float *scratch;              /* [scratch_cap] rotated copy of the input (backend memory) */
+    float *signs;                /* [signs_n] the rotation's column signs, ob_hadamard_signs (backend memory) */
     int64_t signs_n;
     size_t scratch_cap;
     int act_bits;                /* 4: Q4_0 projections go to inner->matmul_a4; else 8-bit */
@@ -50,7 +56,9 @@ typedef struct ob_matmul_hook {
     int rc;                      /* first allocation failure inside matmul */
 } ob_matmul_hook;
 
-int ob_matmul_hook_create(const ob_backend *b, ob_matmul_hook **out);
+/* A hook on backend b (not entered yet). Free it before the backend: its
+ * buffers are b's memory. */
+int ob_matmul_hook_create(ob_backend *b, ob_matmul_hook **out);
 void ob_matmul_hook_free(ob_matmul_hook *h);
 void ob_matmul_hook_enter(ob_matmul_hook *h, ob_backend *b);
 void ob_matmul_hook_leave(ob_matmul_hook *h, ob_backend *b);

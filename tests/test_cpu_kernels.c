@@ -301,6 +301,111 @@ TEST(matmul_kernels_against_reference) {
     }
 }
 
+/* ---- the codebook (IQ) kernels on arbitrary blocks ----
+ *
+ * The quantizer's output (above) reaches only the grid entries, signs and
+ * scales its search picks. Any bit pattern is a valid IQ block, so here the
+ * blocks are random bytes (every grid index, sign pattern, scale and IQ1
+ * delta occurs) with only the half scale d set to a sane value, on an odd
+ * row count, 9 super-blocks, and batches of 1..17 tokens (the kernels'
+ * 8/4/2/1 token groups and their tails), one token at full scale (every
+ * code +-127, the largest int16 pair sums). Every tier's dot against the
+ * float64 sum of the dequantized weights times the dequantized activations,
+ * with level 2's bound and reason, and each token's result bit for bit the
+ * one it gets alone (batch invariance). On a CPU with AVX512_VNNI the AVX-512
+ * tier must have its own kernels for these types (x86/iq_avx512.c), so
+ * this test cannot pass on the inherited AVX2 ones by accident. */
+
+static const ob_type IQ_TYPES[] = {OB_TYPE_IQ2_XXS, OB_TYPE_IQ2_XS, OB_TYPE_IQ2_S, OB_TYPE_IQ3_XXS,
+                                   OB_TYPE_IQ3_S,   OB_TYPE_IQ1_S,  OB_TYPE_IQ1_M};
+
+/* Random bytes with a finite, positive half d (IQ1_M: spread over the top
+ * nibbles of its four scale words). */
+static void iq_random_row(ob_type type, void *row, int64_t n, uint64_t *rng) {
+    const size_t bb = ob_type_get((int)type)->type_size;
+    uint8_t *p = row;
+    for (int64_t b = 0; b < n / 256; b++, p += bb) {
+        for (size_t j = 0; j < bb; j++) p[j] = (uint8_t)test_rand_u64(rng);
+        const uint16_t d = (uint16_t)(0x1c00 | (test_rand_u64(rng) & 0x3ff)); /* 2^-8 .. 2^-7 */
+        if (type == OB_TYPE_IQ1_M) {
+            uint8_t *sc = p + offsetof(ob_block_iq1_m, scales);
+            for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+        } else {
+            memcpy(p, &d, 2);
+        }
+    }
+}
+
+TEST(iq_kernels_on_random_blocks) {
+    const int64_t n = 9 * 256, rows = 37;
+    enum { MAX_NT = 17 };
+    const ob_cpu_features *f = ob_cpu_get_features();
+    const ob_cpu_kernels *k2 = ob_cpu_kernels_for(OB_CPU_AVX2), *k5 = ob_cpu_kernels_for(OB_CPU_AVX512);
+    float *x = ob_malloc((size_t)(MAX_NT * n) * sizeof(float)), *xd = ob_malloc((size_t)(MAX_NT * n) * sizeof(float));
+    float *wd = ob_malloc((size_t)(rows * n) * sizeof(float)), *out = ob_malloc((size_t)(MAX_NT * rows) * sizeof(float));
+    double *ref = ob_malloc((size_t)(MAX_NT * rows) * sizeof(double));
+    const size_t as = ob_act_row_bytes(OB_ACT_Q8K, n);
+    char *act = ob_malloc(as * MAX_NT);
+    uint64_t rng = 2024;
+    fill_act(x, MAX_NT * n, &rng);
+    for (int64_t i = 0; i < n; i++) x[3 * n + i] = (i * 7919) % 3 ? 1.5f : -1.5f; /* token 3: codes +-127 */
+    for (size_t ti = 0; ti < sizeof IQ_TYPES / sizeof IQ_TYPES[0]; ti++) {
+        const ob_type type = IQ_TYPES[ti];
+        const size_t rb = ob_row_size(type, n);
+        uint8_t *wq = ob_malloc(rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) {
+            iq_random_row(type, wq + (size_t)r * rb, n, &rng);
+            ob_type_get((int)type)->to_float(wq + (size_t)r * rb, wd + r * n, n);
+        }
+        if (f->avx512vnni && k2 && k5)
+            CHECK_MSG(k5->mm[type].dot != k2->mm[type].dot, "avx512 tier runs the AVX2 %s kernel",
+                      ob_type_name(type));
+        for (int tier = OB_CPU_SCALAR; tier <= OB_CPU_AVX512; tier++) {
+            const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)tier);
+            if (!k) continue;
+            const ob_mm_kernels *mk = &k->mm[type];
+            CHECK_MSG(mk->dot && mk->act == OB_ACT_Q8K, "%s %s: no Q8_K dot", tier_name((ob_cpu_tier)tier),
+                      ob_type_name(type));
+            if (!mk->dot || mk->act != OB_ACT_Q8K) continue;
+            for (int t = 0; t < MAX_NT; t++) {
+                k->quant_q8K(x + t * n, (ob_act_q8K *)(void *)(act + (size_t)t * as), n);
+                deq_act(OB_ACT_Q8K, act + (size_t)t * as, n, xd + t * n);
+            }
+            for (int nt = 1; nt <= MAX_NT; nt++) {
+                for (int t = 0; t < nt; t++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        double sum = 0;
+                        for (int64_t j = 0; j < n; j++) sum += (double)wd[r * n + j] * xd[(int64_t)t * n + j];
+                        ref[(int64_t)t * rows + r] = sum;
+                    }
+                for (int i = 0; i < nt * rows; i++) out[i] = NAN;
+                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT) {
+                    const int m = nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT;
+                    for (int64_t r = 0; r < rows; r++)
+                        mk->dot(n, wq + (size_t)r * rb, act + (size_t)t0 * as, as, m, out + t0 * rows + r,
+                                (size_t)rows);
+                }
+                const double e = nmse(out, ref, nt * rows);
+                CHECK_MSG(e < 1e-10, "%s %s random blocks nt=%d: NMSE %.3g", tier_name((ob_cpu_tier)tier),
+                          ob_type_name(type), nt, e);
+                /* batch invariance (kernels.h): each token as it came out alone */
+                if (nt == 1) continue;
+                int same = 1;
+                for (int t = 0; t < nt; t++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        float one;
+                        mk->dot(n, wq + (size_t)r * rb, act + (size_t)t * as, as, 1, &one, 1);
+                        same &= memcmp(&one, &out[t * rows + r], sizeof one) == 0;
+                    }
+                CHECK_MSG(same, "%s %s random blocks nt=%d: a token's result depends on its batch",
+                          tier_name((ob_cpu_tier)tier), ob_type_name(type), nt);
+            }
+        }
+        ob_free(wq);
+    }
+    ob_free(x), ob_free(xd), ob_free(wd), ob_free(out), ob_free(ref), ob_free(act);
+}
+
 /* ---- W4A4: 4-bit activations x Q4_0 weights ----
  *
  * The quantizers (packed nibbles, and the same codes widened to bytes for

@@ -272,4 +272,53 @@ TEST(iq_search_bytes_pinned) {
         }
 }
 
+/* The same on inputs made to reach the neighbour scan's corner cases, which
+ * the vector scan and its branch-free choice of the least error (iq_quant.c,
+ * chunk_nearest) must decide exactly as the scalar scan did: a row of seven
+ * repeated values (equal errors among neighbours: the first one must win;
+ * about 10% of the scans here end in such ties) and a row spanning 1e-4..1e4
+ * with importance 3e38 or 0 on some values (infinite errors, and NaN ones
+ * from inf * 0: the scalar scan decides those). Hashes from the search as it
+ * was before that change (iq_quant.c of commit 2ba70c0). */
+TEST(iq_search_bytes_pinned_corner_cases) {
+    static const struct {
+        ob_type type;
+        uint64_t hash[2]; /* without, with importance weights */
+    } want[] = {
+        {OB_TYPE_IQ3_S, {0x2bd44ba283452626ull, 0x2496a356249b650bull}},
+        {OB_TYPE_IQ3_XXS, {0xdcf7c15b8deb95b4ull, 0xc08f9f606056ebdeull}},
+        {OB_TYPE_IQ2_S, {0x2c3353e1ff12ca23ull, 0x5dd5760ba7b0eca2ull}},
+        {OB_TYPE_IQ2_XS, {0x38f2da36602bf575ull, 0x3802b9a580426db7ull}},
+        {OB_TYPE_IQ2_XXS, {0x1457338fe7825c25ull, 0xae1098bba5a48c27ull}},
+        {OB_TYPE_IQ1_M, {0x8fcf036908b095d1ull, 0x84b01d4928f905e2ull}},
+        {OB_TYPE_IQ1_S, {0x44fab2959f49116aull, 0xd9015cf00b510feeull}},
+    };
+    enum { R = 2, C = 1024 };
+    static float x[R * C], qw[R * C];
+    uint64_t s = 77;
+    for (int i = 0; i < C; i++) {
+        x[i] = (float)((i * 37) % 7 - 3) * 0.25f;
+        qw[i] = 1.0f;
+    }
+    for (int i = 0; i < C; i++) {
+        x[C + i] = test_rand_normal(&s) * powf(10.0f, (float)(i % 9 - 4));
+        qw[C + i] = i % 5 == 0 ? 3e38f : i % 5 == 1 ? 0.0f : 1.0f;
+    }
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        for (int p = 0; p < 2; p++) {
+            const size_t rb = ob_row_size(want[k].type, C);
+            uint8_t *q = malloc(rb * R);
+            uint64_t h = 1469598103934665603ull;
+            for (int r = 0; q && r < R; r++)
+                CHECK(ob_quantize_row_iq(want[k].type, x + r * C, q + (size_t)r * rb, C, p ? qw + r * C : NULL));
+            for (size_t i = 0; q && i < rb * R; i++) {
+                h ^= q[i];
+                h *= 1099511628211ull;
+            }
+            free(q);
+            CHECK_MSG(h == want[k].hash[p], "%s %s weights: bytes changed (hash %016llx)",
+                      ob_type_name((int)want[k].type), p ? "with" : "without", (unsigned long long)h);
+        }
+}
+
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -29,6 +29,7 @@ static void build_tables(void) {
     if (max >= OB_CPU_AVX512) {
         g_tables[OB_CPU_AVX512] = g_tables[OB_CPU_AVX2];
         ob_cpu_fill_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
+        ob_cpu_fill_iq_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
         g_n_tables = 3;
     }
 #endif

@@ -211,6 +211,9 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k);
 /* x86/iq_avx2.c: the IQ1/IQ2/IQ3 codebook types on the AVX2 tier (after ob_cpu_fill_avx2) */
 void ob_cpu_fill_iq_avx2(ob_cpu_kernels *k);
 void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
+/* x86/iq_avx512.c: the same types on the AVX-512 tier with VNNI (after ob_cpu_fill_avx512; a CPU
+ * without AVX512_VNNI keeps the AVX2 ones) */
+void ob_cpu_fill_iq_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
 #endif
 
 /* The scalar reference pieces other tiers reuse for tails and fallbacks. */

@@ -36,6 +36,10 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include "blocks.h"
 #include "iq_quant.h"
@@ -164,6 +168,78 @@ static const iq_format *format_of(ob_type type) {
     return NULL;
 }
 
+/* The search's part of chunk_best, for the two shapes there are (IQ2/IQ1:
+ * 8 values of 3 levels; IQ3: 4 of 8) so that the loops unroll: the level of
+ * each value (the count of thresholds below it - the thresholds increase,
+ * so this is the first level whose upper threshold it does not pass,
+ * without a data-dependent branch per level), then the combination's grid
+ * entry, or the best of its neighbours by weighted error. */
+static inline __attribute__((always_inline)) int chunk_nearest(const codebook *cb, const float *u, const float *w,
+                                                               const int dim, const int n_levels) {
+    int key = 0, mul = 1;
+    for (int j = 0; j < dim; j++) {
+        int l = 0;
+        for (int k = 0; k < n_levels - 1; k++) l += u[j] > cb->thr[k];
+        key += l * mul;
+        mul *= n_levels;
+    }
+    if (cb->key_index[key] >= 0) return cb->key_index[key];
+    const uint16_t *nb = cb->nb[key];
+    float errs[N_NEIGHBOURS];
+#if defined(__SSE2__)
+    /* four neighbours per vector: their rows transposed so lane i holds
+     * neighbour i's value j; each lane computes the scalar loop's
+     * err = ((0 + w0 d0 d0) + w1 d1 d1) + ... with the same roundings, in
+     * the same order (no fused multiply-add), so the result is identical */
+    for (int i = 0; i < N_NEIGHBOURS; i += 4) {
+        __m128 err = _mm_setzero_ps();
+        for (int h = 0; h < dim; h += 4) {
+            __m128 v0 = _mm_loadu_ps(cb->val[nb[i]] + h), v1 = _mm_loadu_ps(cb->val[nb[i + 1]] + h);
+            __m128 v2 = _mm_loadu_ps(cb->val[nb[i + 2]] + h), v3 = _mm_loadu_ps(cb->val[nb[i + 3]] + h);
+            _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+            const __m128 vj[4] = {v0, v1, v2, v3};
+            for (int j = 0; j < 4; j++) {
+                const __m128 d = _mm_sub_ps(_mm_set1_ps(u[h + j]), vj[j]);
+                err = _mm_add_ps(err, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(w[h + j]), d), d));
+            }
+        }
+        _mm_storeu_ps(errs + i, err);
+    }
+    /* The first neighbour of least error, as the scalar scan below picks it,
+     * without its hard-to-predict branch per neighbour: the minimum, then the
+     * first error equal to it (+-0 compare equal, as they do in the scan).
+     * NaN errors would make the vector minimum depend on lane order: then
+     * (and for no finite error at all) the scan decides. */
+    __m128 m = _mm_loadu_ps(errs), nan = _mm_cmpunord_ps(m, m);
+    for (int i = 4; i < N_NEIGHBOURS; i += 4) {
+        const __m128 e = _mm_loadu_ps(errs + i);
+        m = _mm_min_ps(m, e);
+        nan = _mm_or_ps(nan, _mm_cmpunord_ps(e, e));
+    }
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (!_mm_movemask_ps(nan) && _mm_cvtss_f32(m) < INFINITY)
+        for (int i = 0; i < N_NEIGHBOURS; i += 4) {
+            const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(errs + i), m));
+            if (hit) return nb[i + __builtin_ctz((unsigned)hit)];
+        }
+#else
+    for (int i = 0; i < N_NEIGHBOURS; i++) {
+        float err = 0;
+        for (int j = 0; j < dim; j++) err += w[j] * (u[j] - cb->val[nb[i]][j]) * (u[j] - cb->val[nb[i]][j]);
+        errs[i] = err;
+    }
+#endif
+    int best = 0;
+    float best_err = INFINITY;
+    for (int i = 0; i < N_NEIGHBOURS; i++)
+        if (errs[i] < best_err) {
+            best_err = errs[i];
+            best = nb[i];
+        }
+    return best;
+}
+
 /* Best grid entry for the chunk targets u[dim] (already divided by the
  * scale). simple: the plain nearest-grid-point quantizer the tests compare
  * against (the whole grid searched, unweighted). */
@@ -182,25 +258,7 @@ static int chunk_best(const codebook *cb, const float *u, const float *w, bool s
         }
         return best;
     }
-    int key = 0, mul = 1;
-    const int top = cb->n_levels - 1;
-    for (int j = 0; j < dim; j++) {
-        int l = 0;
-        while (l < top && u[j] > cb->thr[l]) l++;
-        key += l * mul;
-        mul *= cb->n_levels;
-    }
-    if (cb->key_index[key] >= 0) return cb->key_index[key];
-    for (int i = 0; i < N_NEIGHBOURS; i++) {
-        const int e = cb->nb[key][i];
-        float err = 0;
-        for (int j = 0; j < dim; j++) err += w[j] * (u[j] - cb->val[e][j]) * (u[j] - cb->val[e][j]);
-        if (err < best_err) {
-            best_err = err;
-            best = e;
-        }
-    }
-    return best;
+    return dim == 8 ? chunk_nearest(cb, u, w, 8, 3) : chunk_nearest(cb, u, w, 4, 8);
 }
 
 /* Codes for the n targets t at inverse scale id; returns the weighted

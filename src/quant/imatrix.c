@@ -152,7 +152,7 @@ int ob_imatrix_load(const char *path, ob_imatrix **out) {
     }
     if (rc == 0) (void)ob_gguf_get_u32(g, "imatrix.chunk_count", &m->chunk_count);
     if (rc == 0) (void)ob_gguf_get_u32(g, "imatrix.chunk_size", &m->chunk_size);
-    ob_err_clear();
+    if (rc == 0) ob_err_clear(); /* absent optional keys; an error above keeps its message */
     int64_t n_t = ob_gguf_n_tensors(g);
     for (int64_t i = 0; rc == 0 && i < n_t; i++) {
         const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);

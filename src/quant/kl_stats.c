@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../core/mem.h"
 #include "../core/status.h"
@@ -177,6 +178,13 @@ int ob_kl_base_open(const char *path, ob_kl_base *b) {
              (uint64_t)hdr[1] * hdr[2] > (1ull << 31))
         rc = ob_err(OB_ERR_FORMAT, "%s: bad header (vocab %u, ctx %u, chunks %u, first %u)", path, hdr[0], hdr[1],
                     hdr[2], hdr[3]);
+    /* A header may promise up to 2^31 tokens: check a regular file holds
+     * them before allocating for them (a pipe is read as it comes). */
+    struct stat st;
+    if (rc == 0 && fstat(fileno(b->f), &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_size < 24 + 4 * (uint64_t)hdr[1] * hdr[2])
+        rc = ob_err(OB_ERR_FORMAT, "%s: truncated tokens (%llu bytes, the header needs %llu)", path,
+                    (unsigned long long)st.st_size, (unsigned long long)(24 + 4 * (uint64_t)hdr[1] * hdr[2]));
     if (rc == 0) {
         b->n_vocab = hdr[0];
         b->n_ctx = hdr[1];
@@ -187,6 +195,10 @@ int ob_kl_base_open(const char *path, ob_kl_base *b) {
         b->row = ob_malloc((size_t)b->n_vocab * sizeof(uint16_t));
         if (!b->tokens || !b->row) rc = ob_err(OB_ERR_OOM, "%s", path);
         else if (fread(b->tokens, 4, nt, b->f) != nt) rc = ob_err(OB_ERR_FORMAT, "%s: truncated tokens", path);
+        for (size_t i = 0; rc == 0 && i < nt; i++)
+            if (b->tokens[i] < 0 || (uint32_t)b->tokens[i] >= b->n_vocab)
+                rc = ob_err(OB_ERR_FORMAT, "%s: token %zu is %d, outside the vocabulary of %u", path, i,
+                            (int)b->tokens[i], b->n_vocab);
     }
     if (rc < 0) ob_kl_base_close(b);
     return rc;
@@ -196,6 +208,10 @@ int ob_kl_base_read_row(ob_kl_base *b, float *logp) {
     float h[2];
     if (fread(h, 4, 2, b->f) != 2 || fread(b->row, 2, b->n_vocab, b->f) != b->n_vocab)
         return ob_err(OB_ERR_FORMAT, "base file truncated");
+    /* the writer's lo and step are finite, step >= 0: the largest code must stay finite too */
+    if (!isfinite(h[0]) || !isfinite(h[1]) || !(h[1] >= 0.0f) || !isfinite(h[0] + h[1] * 65535.0f))
+        return ob_err(OB_ERR_FORMAT, "base file: a row's scale (lo %g, step %g) is not finite with step >= 0",
+                      (double)h[0], (double)h[1]);
     for (uint32_t i = 0; i < b->n_vocab; i++) logp[i] = h[0] + h[1] * (float)b->row[i];
     return 0;
 }

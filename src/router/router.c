@@ -318,8 +318,9 @@ static int load_text_model(ob_router *r, const char *path) {
         rc = ob_err(OB_ERR_FORMAT, "%s: 'temperature' missing or not positive", path);
         goto done;
     }
-    if (fscanf(f, " bias %f %f %f", &r->bias[0], &r->bias[1], &r->bias[2]) != 3) {
-        rc = ob_err(OB_ERR_FORMAT, "%s: 'bias' needs three numbers", path);
+    if (fscanf(f, " bias %f %f %f", &r->bias[0], &r->bias[1], &r->bias[2]) != 3 || !isfinite(r->bias[0]) ||
+        !isfinite(r->bias[1]) || !isfinite(r->bias[2])) {
+        rc = ob_err(OB_ERR_FORMAT, "%s: 'bias' needs three finite numbers", path);
         goto done;
     }
     r->n_buckets = buckets;

@@ -40,6 +40,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/status.h"
+#include "hub.h"
 #include "store.h"
 
 #define HF_DEFAULT_ENDPOINT "https://huggingface.co"
@@ -67,12 +68,7 @@ ob_pull_params ob_pull_default_params(void) {
 
 /* ---- one pull ---- */
 
-typedef struct hub_file {
-    char *path;
-    uint64_t size;
-    char sha256[65];  /* lfs.oid, lowercase hex; "" when the file is not in LFS */
-    char gitsha1[41]; /* oid: git's blob SHA-1; "" when absent */
-} hub_file;
+typedef ob_hub_file hub_file; /* hub.h */
 
 typedef struct hub {
     const ob_pull_params *p;
@@ -120,7 +116,7 @@ static void copy_trim(char *dst, size_t size, const char *src, size_t n) {
 }
 
 /* Link: <url1>; rel="next", <url2>; rel="last" -> url1 */
-static void parse_link(resp *r, const char *v, size_t n) {
+void ob_hub_parse_link(const char *v, size_t n, char *out, size_t size) {
     const char *end = v + n;
     while (v < end) {
         const char *lt = memchr(v, '<', (size_t)(end - v));
@@ -135,7 +131,7 @@ static void parse_link(resp *r, const char *v, size_t n) {
             if ((q + 10 <= pe && strncasecmp(q, "rel=\"next\"", 10) == 0) || strncasecmp(q, "rel=next", 8) == 0)
                 is_next = true;
         if (is_next) {
-            copy_trim(r->link_next, sizeof r->link_next, lt + 1, (size_t)(gt - lt - 1));
+            copy_trim(out, size, lt + 1, (size_t)(gt - lt - 1));
             return;
         }
         v = pe;
@@ -160,7 +156,7 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud) {
     if (IS("content-range")) copy_trim(r->content_range, sizeof r->content_range, v, vl);
     else if (IS("x-error-code")) copy_trim(r->err_code, sizeof r->err_code, v, vl);
     else if (IS("x-error-message")) copy_trim(r->err_msg, sizeof r->err_msg, v, vl);
-    else if (IS("link")) parse_link(r, v, vl);
+    else if (IS("link")) ob_hub_parse_link(v, vl, r->link_next, sizeof r->link_next);
 #undef IS
     return n;
 }
@@ -316,23 +312,23 @@ static void sleep_backoff(int attempt) {
 
 /* ---- the listing ---- */
 
-static int add_file(hub *h, json_t *e) {
+static int add_file(const char *repo, json_t *e, hub_file **files, size_t *n, size_t *cap_files) {
     const char *type = json_string_value(json_object_get(e, "type"));
     const char *path = json_string_value(json_object_get(e, "path"));
     if (!path || (type && strcmp(type, "file") != 0)) return 0;
     if (ob_store_check_rel_path(path) < 0) {
-        OB_LOGW("pull: %s: skipping a listed file with an unsafe path: %s", h->repo, ob_last_error());
+        OB_LOGW("pull: %s: skipping a listed file with an unsafe path: %s", repo, ob_last_error());
         ob_err_clear();
         return 0;
     }
-    if (h->n_files == h->cap_files) {
-        size_t cap = h->cap_files ? h->cap_files * 2 : 64;
-        hub_file *f = ob_realloc(h->files, ob_mul_size(cap, sizeof *f));
+    if (*n == *cap_files) {
+        size_t cap = *cap_files ? *cap_files * 2 : 64;
+        hub_file *f = ob_realloc(*files, ob_mul_size(cap, sizeof *f));
         if (!f) return ob_err(OB_ERR_OOM, "pull: out of memory");
-        h->files = f;
-        h->cap_files = cap;
+        *files = f;
+        *cap_files = cap;
     }
-    hub_file *f = &h->files[h->n_files];
+    hub_file *f = &(*files)[*n];
     memset(f, 0, sizeof *f);
     json_t *lfs = json_object_get(e, "lfs");
     json_t *size = json_object_get(lfs ? lfs : e, "size");
@@ -349,8 +345,32 @@ static int add_file(hub *h, json_t *e) {
     }
     f->path = ob_strdup(path);
     if (!f->path) return ob_err(OB_ERR_OOM, "pull: out of memory");
-    h->n_files++;
+    (*n)++;
     return 0;
+}
+
+int ob_hub_parse_listing(const char *body, size_t len, const char *repo, const char *url, ob_hub_file **files,
+                         size_t *n, size_t *cap) {
+    json_error_t je;
+    json_t *j = json_loadb(body ? body : "", body ? len : 0, 0, &je);
+    if (!json_is_array(j)) {
+        json_decref(j);
+        return ob_err(OB_ERR_FORMAT, "%s: the listing from %s is not a JSON array (%s)", repo, url,
+                      j ? "other JSON" : je.text);
+    }
+    int rc = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(j, i, e) {
+        if ((rc = add_file(repo, e, files, n, cap)) < 0) break;
+    }
+    json_decref(j);
+    return rc;
+}
+
+void ob_hub_files_free(ob_hub_file *files, size_t n) {
+    for (size_t i = 0; files && i < n; i++) ob_free(files[i].path);
+    ob_free(files);
 }
 
 /* GET url into r->body, retrying 5xx and dropped connections. */
@@ -398,20 +418,7 @@ static int list_repo(hub *h) {
             rc = hub_error(h, &r, NULL);
             break;
         }
-        json_error_t je;
-        json_t *j = json_loadb(r.body ? r.body : "", r.len, 0, &je);
-        if (!json_is_array(j)) {
-            json_decref(j);
-            rc = ob_err(OB_ERR_FORMAT, "%s: the listing from %s is not a JSON array (%s)", h->repo, url,
-                        j ? "other JSON" : je.text);
-            break;
-        }
-        size_t i;
-        json_t *e;
-        json_array_foreach(j, i, e) {
-            if ((rc = add_file(h, e)) < 0) break;
-        }
-        json_decref(j);
+        rc = ob_hub_parse_listing(r.body, r.len, h->repo, url, &h->files, &h->n_files, &h->cap_files);
         if (rc < 0 || !r.link_next[0]) break;
         /* follow the next page only on the same endpoint: the token goes with it */
         if (r.link_next[0] == '/') w = snprintf(url, sizeof url, "%s%s", h->endpoint, r.link_next);
@@ -815,8 +822,7 @@ static bool env_true(const char *name) {
 }
 
 static void hub_free(hub *h) {
-    for (size_t i = 0; i < h->n_files; i++) ob_free(h->files[i].path);
-    ob_free(h->files);
+    ob_hub_files_free(h->files, h->n_files);
     curl_slist_free_all(h->headers);
 }
 

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "onebit.h"
+#include "backend/split.h"
 #include "server/request.h"
 #include "server/server.h"
 #include "server/text.h"
@@ -1456,6 +1457,49 @@ TEST(api_keys) {
     CHECK_EQ_INT(r.status, 401);
     resp_free(&r);
     ob_server_stop(s);
+}
+
+static int cpu_device(ob_backend **out) { return ob_backend_cpu_create(1, out); }
+
+/* `serve -ngl N` (ob_server_params.n_gpu_layers): a split model (a second CPU backend stands in
+ * for the GPU, tests/test_split.c) answers greedy requests exactly as the
+ * whole-CPU server does. */
+TEST(partial_offload_serves_like_the_cpu) {
+    NEED_TEXT();
+    ob_split_device_factory = cpu_device;
+    ob_server_params p;
+    ob_server_default_params(&p);
+    p.model_path = g_model_path;
+    p.port = 0;
+    p.device = "cpu";
+    p.n_gpu_layers = 2;
+    p.engine.n_parallel = 2;
+    p.engine.n_threads = 2;
+    p.quiet = true;
+    ob_server *s = NULL;
+    CHECK_OK(ob_server_start(&p, &s));
+    if (s) {
+        CHECK_OK(ob_server_wait_ready(s, 30000));
+        static const char *const bodies[] = {
+            "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":0}",
+            "{\"prompt\":\"The little dog\",\"max_tokens\":24,\"temperature\":0,\"seed\":7}"};
+        for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+            resp a, b;
+            CHECK(http_req(g_port, "POST", "/v1/completions", NULL, bodies[i], &a));
+            CHECK(http_req(ob_server_port(s), "POST", "/v1/completions", NULL, bodies[i], &b));
+            json_t *ja = parse(&a), *jb = parse(&b);
+            CHECK_EQ_INT(b.status, 200);
+            const char *ta = jstr(ja, "choices.0.text"), *tb = jstr(jb, "choices.0.text");
+            CHECK_MSG(ta && tb && *ta && !strcmp(ta, tb), "split server: '%s' vs the CPU's '%s'", tb ? tb : "(none)",
+                      ta ? ta : "(none)");
+            json_decref(ja);
+            json_decref(jb);
+            resp_free(&a);
+            resp_free(&b);
+        }
+        ob_server_stop(s);
+    }
+    ob_split_device_factory = NULL;
 }
 
 typedef struct gate {

@@ -618,6 +618,23 @@ int ob_hf_config_load(const char *dir, ob_hf_config *cfg) {
     return rc;
 }
 
+int ob_hf_need_tensor(const ob_hf_config *cfg, bool layer, const char *gguf, const char *hf, const char *prefix,
+                      bool (*has)(const void *ctx, const char *name), const void *ctx) {
+    char name[96];
+    for (int64_t l = 0; l < (layer ? cfg->n_layer : 1); l++) {
+        if (layer)
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, gguf);
+        else
+            snprintf(name, sizeof name, "%s", gguf);
+        if (!has(ctx, name)) {
+            if (layer)
+                return ob_err(OB_ERR_FORMAT, "tensor '%s%lld.%s' is missing (%s)", prefix, (long long)l, hf, cfg->hf_arch);
+            return ob_err(OB_ERR_FORMAT, "tensor '%s' is missing (%s)", hf, cfg->hf_arch);
+        }
+    }
+    return 0;
+}
+
 int ob_hf_layer_split(const ob_hf_config *cfg, const char *name, const char *text, const char *pre, int *layer,
                       const char **rest) {
     const size_t lp = strlen(pre);

@@ -633,24 +633,12 @@ int ob_hf_gpt_map(const ob_hf_config *cfg, const char *name, ob_hf_gmap *out) {
 }
 
 int ob_hf_gpt_check(const ob_hf_config *cfg, bool (*has)(const void *ctx, const char *name), const void *ctx) {
-    char name[96];
     for (size_t i = 0; i < OB_ARRAY_LEN(g_map); i++) {
         const tmap *t = &g_map[i];
         if (t->arch != cfg->arch || t->need == N_OPT) continue;
         if (t->need == N_BIAS && !cfg->qkv_bias) continue;
         if (t->need == N_SEQ && cfg->parallel_residual) continue;
-        for (int64_t l = 0; l < (t->layer ? cfg->n_layer : 1); l++) {
-            if (t->layer)
-                snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, t->gguf);
-            else
-                snprintf(name, sizeof name, "%s", t->gguf);
-            if (!has(ctx, name)) {
-                if (t->layer)
-                    return ob_err(OB_ERR_FORMAT, "tensor '%s%lld.%s' is missing (%s)", layer_prefix(cfg->arch),
-                                  (long long)l, t->hf, cfg->hf_arch);
-                return ob_err(OB_ERR_FORMAT, "tensor '%s' is missing (%s)", t->hf, cfg->hf_arch);
-            }
-        }
+        OB_TRY(ob_hf_need_tensor(cfg, t->layer, t->gguf, t->hf, layer_prefix(cfg->arch), has, ctx));
     }
     return 0;
 }

@@ -133,6 +133,12 @@ int ob_hf_config_load(const char *dir, ob_hf_config *cfg);
  * the checkpoint calls it) for a malformed or out-of-range layer number. */
 int ob_hf_layer_split(const ob_hf_config *cfg, const char *name, const char *text, const char *pre, int *layer,
                       const char **rest);
+/* A tensor the converted file needs: the GGUF tensor `gguf` (for every layer
+ * "blk.<i>." + gguf when `layer`) must be one `has` reports; otherwise
+ * OB_ERR_FORMAT naming the checkpoint's tensor (`hf`, after `prefix` + the
+ * layer number when per layer). */
+int ob_hf_need_tensor(const ob_hf_config *cfg, bool layer, const char *gguf, const char *hf, const char *prefix,
+                      bool (*has)(const void *ctx, const char *name), const void *ctx);
 /* The same from config.json's text in memory (the fuzz target); `path`
  * names it in messages, and its folder is where the encoders look for
  * sentence-transformers' modules.json. */

@@ -52,6 +52,7 @@
 #include "../../quant/iq_tables.h"
 #include "../../quant/quant_ref.h"
 #include "../kernels.h"
+#include "split_nt.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -66,23 +67,6 @@ INLINE __m512i bcast32(const int8_t *p) {
 
 INLINE __m512 load_h16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
-/* Run body(NT, ...) on the nt tokens in groups of 8, 4, 2 and 1. */
-#define SPLIT_NT(body, n, w, act, as, nt, out, os)                                              \
-    do {                                                                                        \
-        const char *a_ = (const char *)(act);                                                   \
-        float *o_ = (out);                                                                      \
-        int r_ = (nt);                                                                          \
-        for (; r_ >= 8; r_ -= 8, a_ += 8 * (as), o_ += 8 * (os)) body(8, n, w, a_, as, o_, os); \
-        if (r_ >= 4) {                                                                          \
-            body(4, n, w, a_, as, o_, os);                                                      \
-            r_ -= 4, a_ += 4 * (as), o_ += 4 * (os);                                            \
-        }                                                                                       \
-        if (r_ >= 2) {                                                                          \
-            body(2, n, w, a_, as, o_, os);                                                      \
-            r_ -= 2, a_ += 2 * (as), o_ += 2 * (os);                                            \
-        }                                                                                       \
-        if (r_) body(1, n, w, a_, as, o_, os);                                                  \
-    } while (0)
 
 /* Row r of a native-layout matrix. */
 #define ROW(rows, rb, r) ((const char *)(rows) + (size_t)(r) * (rb))

@@ -34,6 +34,7 @@
 
 #include "../../quant/iq_tables.h"
 #include "../kernels.h"
+#include "split_nt.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -78,28 +79,9 @@ INLINE __m256i grid4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
     return _mm256_set_epi64x((long long)g3, (long long)g2, (long long)g1, (long long)g0);
 }
 
-#define ACT_Q8K(act, as, t, b) ((const ob_act_q8K *)(const void *)((act) + (size_t)(t) * (as)) + (b))
 #define LOAD_A(act, as, t, i, g) \
     _mm256_loadu_si256((const __m256i *)(const void *)(ACT_Q8K(act, as, t, i)->qs + 32 * (g)))
 
-/* Run body(NT, ...) on the nt tokens in groups of 8, 4, 2 and 1 (8: the
- * grid lookups, the costly part, are shared by more tokens in prefill). */
-#define SPLIT_NT(body, n, w, act, as, nt, out, os)                                              \
-    do {                                                                                        \
-        const char *a_ = (const char *)(act);                                                   \
-        float *o_ = (out);                                                                      \
-        int r_ = (nt);                                                                          \
-        for (; r_ >= 8; r_ -= 8, a_ += 8 * (as), o_ += 8 * (os)) body(8, n, w, a_, as, o_, os); \
-        if (r_ >= 4) {                                                                          \
-            body(4, n, w, a_, as, o_, os);                                                      \
-            r_ -= 4, a_ += 4 * (as), o_ += 4 * (os);                                            \
-        }                                                                                       \
-        if (r_ >= 2) {                                                                          \
-            body(2, n, w, a_, as, o_, os);                                                      \
-            r_ -= 2, a_ += 2 * (as), o_ += 2 * (os);                                            \
-        }                                                                                       \
-        if (r_) body(1, n, w, a_, as, o_, os);                                                  \
-    } while (0)
 
 /* One group of 32: isum[t] += sum over pairs of scale * (grid * (a * sign)). */
 #define GROUP_UNSIGNED(grid, sg, sc)                                                                      \

@@ -44,6 +44,7 @@
 
 #include "../../quant/iq_tables.h"
 #include "../kernels.h"
+#include "split_nt.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -103,26 +104,8 @@ INLINE void signs_of_meta8(__m256i m, uint64_t sb[4]) {
     _mm_storeu_si128((__m128i *)(void *)(sb + 2), b1);
 }
 
-#define ACT_Q8K(act, as, t, b) ((const ob_act_q8K *)(const void *)((act) + (size_t)(t) * (as)) + (b))
 #define LOAD_A(t, p) _mm512_loadu_si512((const void *)(ACT_Q8K(act, as, t, i)->qs + 64 * (p)))
 
-/* Run body(NT, ...) on the nt tokens in groups of 8, 4, 2 and 1. */
-#define SPLIT_NT(body, n, w, act, as, nt, out, os)                                              \
-    do {                                                                                        \
-        const char *a_ = (const char *)(act);                                                   \
-        float *o_ = (out);                                                                      \
-        int r_ = (nt);                                                                          \
-        for (; r_ >= 8; r_ -= 8, a_ += 8 * (as), o_ += 8 * (os)) body(8, n, w, a_, as, o_, os); \
-        if (r_ >= 4) {                                                                          \
-            body(4, n, w, a_, as, o_, os);                                                      \
-            r_ -= 4, a_ += 4 * (as), o_ += 4 * (os);                                            \
-        }                                                                                       \
-        if (r_ >= 2) {                                                                          \
-            body(2, n, w, a_, as, o_, os);                                                      \
-            r_ -= 2, a_ += 2 * (as), o_ += 2 * (os);                                            \
-        }                                                                                       \
-        if (r_) body(1, n, w, a_, as, o_, os);                                                  \
-    } while (0)
 
 /* Groups 2p, 2p + 1 (64 weights): isum[t] += sc * pairs of grid * (a, negated where km). */
 #define PAIR(grid, km, sc)                                                                                  \

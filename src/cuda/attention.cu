@@ -34,6 +34,7 @@
 #include <math.h>
 
 #include "attention.cuh"
+#include "hopper.cuh"
 #include "quant.cuh"
 
 #define ATT_TILE 32
@@ -242,6 +243,7 @@ template <int KT, int EPL> static __device__ __forceinline__ void kv_load(const 
 #define ATT_VEC_WARPS 4
 template <int KT, int EPL, int GT>
 __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(attn_args a) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     extern __shared__ float smem[];
     const int t = blockIdx.x, hk = blockIdx.y / a.hsplit, sp = blockIdx.z;
     const int hd = a.hd, G = a.n_head / a.n_head_kv / a.hsplit; /* this block's query heads */
@@ -336,6 +338,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
 __global__ void attention_combine_kernel(const float *__restrict__ part_acc, const float *__restrict__ part_ml,
                                          const attn_tok *__restrict__ toks, int splits, int n_head, int hd,
                                          float *out, int64_t ldo) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int t = blockIdx.x / n_head, h = blockIdx.x % n_head;
     const int64_t base = ((int64_t)t * n_head + h) * splits;
     float M = -INFINITY;
@@ -554,8 +557,10 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         const int GT = Gb <= 1 ? 1 : Gb <= 2 ? 2 : Gb <= 4 ? 4 : 8;
         const size_t vsmem = sizeof(float) * ((size_t)2 * ATT_VEC_WARPS * GT + (size_t)ATT_VEC_WARPS * GT * hd);
 #define OB_VEC(KT, E, GTV) \
-    if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) \
-        OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a));
+    if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) { \
+        cuda_pdl_next(c); \
+        OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a)); \
+    }
 #define OB_VEC_G(KT, E) OB_VEC(KT, E, 1) OB_VEC(KT, E, 2) OB_VEC(KT, E, 4) OB_VEC(KT, E, 8)
         OB_VEC_G(OB_TYPE_F16, 2) OB_VEC_G(OB_TYPE_F16, 4) OB_VEC_G(OB_TYPE_F16, 8)
         OB_VEC_G(OB_TYPE_Q8_0, 2) OB_VEC_G(OB_TYPE_Q8_0, 4) OB_VEC_G(OB_TYPE_Q8_0, 8)
@@ -577,6 +582,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     }
     if (a.part_acc) {
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
+        cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n_rest * p->n_head), threads, 0,
             a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo));
     }
@@ -589,6 +595,7 @@ template <int KT>
 __global__ void kv_write_kernel(const float *__restrict__ k, int64_t ldk, const float *__restrict__ v, int64_t ldv,
                                 uint8_t *kpool, uint8_t *vpool, size_t row_bytes, const int32_t *__restrict__ slots,
                                 int64_t kv_dim) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int64_t i = blockIdx.y;
     const float *src = blockIdx.z == 0 ? k + i * ldk : v + i * ldv;
     uint8_t *dst = (blockIdx.z == 0 ? kpool : vpool) + (size_t)slots[i] * row_bytes;
@@ -633,10 +640,12 @@ int cuda_op_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_tens
     const int32_t *ds = (const int32_t *)d_slots;
     if (kti == 2) {
         const dim3 grid(ob_div_up((size_t)(kv->kv_dim / 32), 8), (unsigned)n, 2);
+        cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, kv_write_kernel<OB_TYPE_Q8_0>, grid, 256, 0, (const float *)k->data, ldk, (const float *)v->data,
                                                                    ldv, kp, vp, kv->row_bytes, ds, kv->kv_dim));
     } else {
         const dim3 grid(ob_div_up((size_t)kv->kv_dim, 256), (unsigned)n, 2);
+        cuda_pdl_next(c);
         if (kti == 0)
             OB_TRY(cuda_launch(c, kv_write_kernel<OB_TYPE_F32>, grid, 256, 0, (const float *)k->data, ldk,
                                                                       (const float *)v->data, ldv, kp, vp,

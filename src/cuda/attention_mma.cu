@@ -36,6 +36,7 @@
 #include <math.h>
 
 #include "attention.cuh"
+#include "cp_async.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
 #define OB_HAVE_HMMA 1
@@ -89,27 +90,6 @@ static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const uint16
 #endif
 }
 
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-#ifdef OB_HAVE_HMMA
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src));
-#else
-    *(uint4 *)dst = *(const uint4 *)src;
-#endif
-}
-
-static __device__ __forceinline__ void cp_async_commit(void) {
-#ifdef OB_HAVE_HMMA
-    asm volatile("cp.async.commit_group;");
-#endif
-}
-
-template <int N> static __device__ __forceinline__ void cp_async_wait(void) {
-#ifdef OB_HAVE_HMMA
-    asm volatile("cp.async.wait_group %0;" ::"n"(N));
-#endif
-}
-
 /* Rows key0 .. key0 + FA_BC - 1 of one pool (this head's D halves of each)
  * into sh[FA_BC][D + FA_PAD]; rows past `last` are zero-filled. */
 template <int D>
@@ -121,7 +101,7 @@ static __device__ __forceinline__ void fa_load(uint16_t *sh, const uint8_t *pool
         uint16_t *dst = sh + r * (D + FA_PAD) + ch * 8;
         if (p <= last) {
             const size_t slot = (size_t)table[p / a.block_size] * a.block_size + p % a.block_size;
-            cp_async16(dst, pool + slot * a.row_bytes + (size_t)hk * D * 2 + ch * 16);
+            cp_async<16>(dst, pool + slot * a.row_bytes + (size_t)hk * D * 2 + ch * 16);
         } else {
             *(uint4 *)dst = make_uint4(0, 0, 0, 0);
         }

@@ -157,9 +157,20 @@ int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, si
     return 0;
 }
 
+int cuda_rec_rewrite_last(cuda_backend *c, const void *func, dim3 grid, int arg, const void *bytes, size_t size) {
+    cuda_rec *r = c->recording && c->n_recs > 0 ? &c->recs[c->n_recs - 1] : NULL;
+    if (!r || r->func != func || arg >= r->nargs ||
+        r->aoff[arg] + size > (arg + 1 < r->nargs ? (size_t)r->aoff[arg + 1] : r->bytes))
+        return ob_cuda_err(OB_ERR_INTERNAL, "graph recording: rewriting a launch that is not the last");
+    r->grid = grid;
+    memcpy(c->rec_args + r->off + r->aoff[arg], bytes, size);
+    return 0;
+}
+
 int cuda_graph_begin(cuda_backend *c) {
     if (!c->graphs || c->recording) return 0;
     c->recording = true;
+    c->mmvq_pend.rec = -1;
     c->n_recs = 0;
     c->rec_used = 0;
     c->rec_stage0 = c->stage_used;
@@ -216,6 +227,20 @@ static int slot_keep(cuda_backend *c, cuda_graph_slot *s) {
     return 0;
 }
 
+/* OB_CUDA_GRAPH_DUMP=1: each new graph's kernels on stderr, runs of the same kernel counted - to
+ * see which launches a step makes (what was fused, what was not) with the graphs on. */
+static void graph_dump(const cuda_backend *c) {
+    fprintf(stderr, "CUDA graph of %d kernels:\n", c->n_recs);
+    for (int i = 0, printed = 0; i < c->n_recs && printed < 64; printed++) {
+        int j = i + 1;
+        while (j < c->n_recs && c->recs[j].func == c->recs[i].func) j++;
+        const char *nm = NULL;
+        if (cudaFuncGetName(&nm, c->recs[i].func) != cudaSuccess || !nm) nm = "?";
+        fprintf(stderr, "  %4d  x%-3d %.100s grid %u\n", i, j - i, nm, c->recs[i].grid.x);
+        i = j;
+    }
+}
+
 static int slot_build(cuda_backend *c, cuda_graph_slot *s, size_t copy_off, size_t copy_n) {
     slot_clear(s);
     s->nodes = (cudaGraphNode_t *)calloc((size_t)c->n_recs, sizeof(cudaGraphNode_t));
@@ -268,6 +293,7 @@ static int slot_build(cuda_backend *c, cuda_graph_slot *s, size_t copy_off, size
     s->copy_d = c->stage_d + copy_off;
     s->copy_n = copy_n;
     c->n_instantiations++;
+    if (c->graph_dump) graph_dump(c);
     return slot_keep(c, s);
 }
 
@@ -702,13 +728,17 @@ static int backend_init(cuda_backend *c) {
     c->mmvq_u = getenv("OB_CUDA_MMVQ_U") ? atoi(getenv("OB_CUDA_MMVQ_U")) : 1;
     c->mmvq_r = getenv("OB_CUDA_MMVQ_R") ? atoi(getenv("OB_CUDA_MMVQ_R")) : 2;
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
+    c->mmvq_fuse = !(getenv("OB_CUDA_MMVQ_FUSE") && atoi(getenv("OB_CUDA_MMVQ_FUSE")) == 0);
+    c->mmvq_pend.rec = -1;
+    c->mmvq_stream = getenv("OB_CUDA_MMVQ_STREAM") && atoi(getenv("OB_CUDA_MMVQ_STREAM")) == 1;
+    c->graph_dump = getenv("OB_CUDA_GRAPH_DUMP") && atoi(getenv("OB_CUDA_GRAPH_DUMP")) == 1;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     {
         int major = 0;
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
         c->mmq = major >= 8 && !(getenv("OB_CUDA_MMQ") && atoi(getenv("OB_CUDA_MMQ")) == 0);
-        /* off until it has run on a GPU (written without device time): OB_CUDA_ATTN_MMA=1 turns it on */
-        c->attn_mma = major >= 8 && getenv("OB_CUDA_ATTN_MMA") && atoi(getenv("OB_CUDA_ATTN_MMA")) == 1;
+        /* prompt attention on tensor cores (OB_CUDA_ATTN_MMA=0: the vector kernels) */
+        c->attn_mma = major >= 8 && !(getenv("OB_CUDA_ATTN_MMA") && atoi(getenv("OB_CUDA_ATTN_MMA")) == 0);
 #ifdef __HIP_PLATFORM_AMD__
         c->mmq = c->attn_mma = false; /* the tensor-core instructions are NVIDIA's */
 #endif
@@ -727,6 +757,7 @@ static int backend_init(cuda_backend *c) {
         int dev_major = 0;
         cudaDeviceGetAttribute(&dev_major, cudaDevAttrComputeCapabilityMajor, c->device);
         c->pdl = dev_major >= 9 && !(getenv("OB_CUDA_PDL") && atoi(getenv("OB_CUDA_PDL")) == 0);
+        c->pdl_all = c->pdl && !(getenv("OB_CUDA_PDL_ALL") && atoi(getenv("OB_CUDA_PDL_ALL")) == 0);
     }
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
     c->prof = getenv("OB_CUDA_PROF") && atoi(getenv("OB_CUDA_PROF")) > 0;

@@ -89,6 +89,23 @@ typedef struct cuda_pending_rope {
     float freq_scale, mscale;
 } cuda_pending_rope;
 
+/* The decode product recorded last, which the next product of the same input
+ * may join (mmvq.cu). */
+typedef struct cuda_mmvq_pend {
+    int rec, n; /* rec: its index among the recorded launches, -1: none */
+    const void *func;
+    const void *w[3];
+    const float *bias[3];
+    float *out[3];
+    int64_t ldo[3];
+    int nout[3];
+    const int8_t *qx;
+    const float *dx;
+    int64_t ldq;
+    size_t nb1;
+    int nch;
+} cuda_mmvq_pend;
+
 typedef struct cuda_backend {
     ob_backend base;
     int device;
@@ -179,7 +196,7 @@ typedef struct cuda_backend {
     size_t argmax_scratch_bytes;
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
     bool attn_vec;              /* the vector attention kernel where it applies (OB_CUDA_ATTN_VEC=0: off) */
-    bool attn_mma;              /* prompt runs on tensor cores (attention_mma.cu; sm_80+, OB_CUDA_ATTN_MMA=1: on) */
+    bool attn_mma;              /* prompt runs on tensor cores (attention_mma.cu; sm_80+; OB_CUDA_ATTN_MMA=0: off) */
 
     /* CUDA graphs (OB_CUDA_GRAPHS=0: off). A forward pass of a small batch
      * is recorded from its first op (get_rows) to the next point where the
@@ -201,8 +218,15 @@ typedef struct cuda_backend {
     int slot_next;
     unsigned long long n_graphs, n_node_updates, n_instantiations;
     cuda_pending_add last_add;
+    /* the decode product recorded last (mmvq.cu: the next product of the same input joins its
+     * launch); rec -1: none */
+    cuda_mmvq_pend mmvq_pend;
+    bool mmvq_fuse;             /* OB_CUDA_MMVQ_FUSE=0: every product its own launch */
+    bool mmvq_stream;           /* one token: weights streamed through shared memory (OB_CUDA_MMVQ_STREAM) */
+    bool graph_dump;            /* OB_CUDA_GRAPH_DUMP=1: print each new graph's kernels */
     bool pdl;                   /* programmatic edges in front of decode products (OB_CUDA_PDL=0: off) */
     bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
+    bool pdl_all;               /* also the small kernels of a decode step (OB_CUDA_PDL_ALL=0: the products only) */
     cuda_pending_rope last_rope;
     /* OB_CUDA_PROF=1: every kernel, cuBLAS product and download between a
      * pair of events (graphs off), read back at the next drain (the stream
@@ -235,6 +259,9 @@ int cuda_graph_begin(cuda_backend *c);
  * otherwise. Called before anything that is not a kernel launch (host
  * waits, copies, cuBLAS). */
 int cuda_flush(cuda_backend *c);
+/* Replace argument `arg` (size bytes) and the grid of the last recorded launch, which must be of
+ * `func` (a broken invariant otherwise). */
+int cuda_rec_rewrite_last(cuda_backend *c, const void *func, dim3 grid, int arg, const void *bytes, size_t size);
 /* Record one launch: its function, shape and the bytes of each argument. */
 int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, size_t smem, int nargs,
                     void *const *args, const size_t *sizes, const size_t *aligns);
@@ -248,6 +275,9 @@ template <class T> struct ob_ident {
  * by `name` when given). */
 void cuda_prof_begin(cuda_backend *c);
 int cuda_prof_end(cuda_backend *c, const void *key, const char *name);
+/* The next launch may start early in a graph (a programmatic edge, hopper.cuh): for kernels
+ * that call ob_pdl_wait() before they touch memory. */
+static inline void cuda_pdl_next(cuda_backend *c) { c->rec_pdl = c->pdl_all; }
 /* Launch kernel k (or record it while a graph is being recorded). The
  * arguments convert to the kernel's parameter types first, so a recorded
  * launch keeps exactly the bytes the kernel would get. */

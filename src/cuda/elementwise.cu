@@ -14,6 +14,7 @@
  *     the CPU's formulas and sent as one small table.
  */
 #include <math.h>
+#include "hopper.cuh"
 #include <string.h>
 
 #include "elementwise.cuh"
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(1024)
     rms_norm_row_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *sum, int64_t lds, float *y,
                         int64_t ldy, const float *__restrict__ w, int d, float eps, int8_t *__restrict__ qx,
                         float *__restrict__ dx) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     __shared__ float red[32];
     const int64_t row = blockIdx.x;
     const int t = threadIdx.x, lane = t % OB_WARP;
@@ -118,9 +120,11 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
             c->n_recs--;
             c->rec_used = pa->rec_off;
             c->last_add.op = 0;
+            cuda_pdl_next(c);
             OB_TRY(cuda_launch(c, rms_norm_row_kernel<true>, (unsigned)n, 1024, 0, pa->a, pa->lda, pa->b, pa->ldb,
                                (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
         } else {
+            cuda_pdl_next(c);
             OB_TRY(cuda_launch(c, rms_norm_row_kernel<false>, (unsigned)n, 1024, 0, (const float *)x->data, ldx,
                                (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
                                wd, (int)d, eps, qx, dx));
@@ -189,6 +193,7 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
 __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int half, bool neox,
                             const int32_t *__restrict__ pos, const float *__restrict__ tab, float freq_scale,
                             float mscale, bool ext, float *x2, int64_t ldx2, int n_head2) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     /* a thread per (pair, head): a decode token's 32 x 64 rotations run in
      * parallel, not 32 heads one after another in 64 threads. x2 (n_head2
      * heads, may be NULL): a second tensor rotated the same way - q and k in
@@ -273,6 +278,7 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
         c->n_recs--;
         c->rec_used = pr->rec_off;
         dim3 grid2(ob_div_up((size_t)half * (size_t)(pr->n_head + n_head), (size_t)threads), (unsigned)n);
+        cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, rope_kernel, grid2, threads, 0, pr->x, pr->ldx, pr->n_head, head_dim, half, neox,
                            (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext,
                            (float *)x->data, ldx, n_head));
@@ -296,6 +302,7 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
         pr->ext = ext;
     }
     dim3 grid(ob_div_up((size_t)half * (size_t)n_head, (size_t)threads), (unsigned)n);
+    cuda_pdl_next(c);
     OB_TRY(cuda_launch(c, rope_kernel, grid, threads, 0, (float *)x->data, ldx, n_head, head_dim, half, neox,
                        (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext, (float *)NULL,
                        (int64_t)0, 0));
@@ -381,6 +388,7 @@ __global__ void glu_kernel(int act, const float *g, int64_t ldg, const float *u,
  * reads: a thread per element, so a warp holds one 32-element q8 block. */
 __global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
                               int64_t d, int64_t total, int8_t *__restrict__ qx, float *__restrict__ dx) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return; /* whole warps: total is a multiple of 32 */
     const int64_t r = i / d, k = i % d;
@@ -404,6 +412,7 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
         int8_t *qx;
         float *dx;
         OB_TRY(cuda_q8_target(c, gate->ne[1], d, &qx, &dx));
+        cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, glu_q8_kernel, ob_div_up((size_t)total, 256), 256, 0, (int)act,
                            (const float *)gate->data, (int64_t)(gate->nb[1] / 4),
                            up ? (const float *)up->data : (const float *)NULL, up ? (int64_t)(up->nb[1] / 4) : 0,
@@ -419,6 +428,7 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
 
 __global__ void add_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *y, int64_t ldy, int64_t d,
                            int64_t total) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / d, k = i % d;
         y[r * ldy + k] = a[r * lda + k] + b[r * ldb + k];
@@ -447,6 +457,7 @@ int cuda_op_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_tenso
         pa->d = d;
         pa->n = a->ne[1];
     }
+    cuda_pdl_next(c);
     OB_TRY(cuda_launch(c, add_kernel, ew_grid(total, c), 256, 0, (const float *)a->data, (int64_t)(a->nb[1] / 4),
                                                          (const float *)bb->data, ldb, (float *)out->data,
                                                          (int64_t)(out->nb[1] / 4), d, total));

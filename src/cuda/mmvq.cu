@@ -12,6 +12,7 @@
  * OB_CUDA_MMVQ=0 turns the path off (the float kernel runs instead), so the
  * two can be compared in one process.
  */
+#include "cp_async.cuh"
 #include "hopper.cuh"
 #include "matmul.cuh"
 #include "mmq.cuh"
@@ -21,6 +22,7 @@
 
 __global__ void q8_act_kernel(const float *__restrict__ x, int64_t ldx, int64_t nin, int n, int8_t *__restrict__ qx,
                               float *__restrict__ dx) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int64_t nb = nin / 32;
     const int64_t gw = (int64_t)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP;
     if (gw >= nb * n) return;
@@ -38,15 +40,39 @@ __global__ void q8_act_kernel(const float *__restrict__ x, int64_t ldx, int64_t 
 /* A warp works on R consecutive rows (or a share of them, when wpr warps
  * split the rows' chunks): per round a lane loads U chunks of each row - all
  * weight loads issued before any is used - then, chunk by chunk, the
- * activations once for the R rows. */
+ * activations once for the R rows.
+ *
+ * One launch may run up to three products of the same input (q, k and v;
+ * gate and up: mmvq_go joins them while a graph is recorded): the grid's
+ * blocks are the first matrix's, then the second's, then the third's, each
+ * laid out as if it were launched alone with the set's wpr. */
+#define MMVQ_SET_MAX 3
+
+struct mmvq_set {
+    const uint8_t *w[MMVQ_SET_MAX];
+    const float *bias[MMVQ_SET_MAX];
+    float *out[MMVQ_SET_MAX];
+    int64_t ldo[MMVQ_SET_MAX];
+    int nout[MMVQ_SET_MAX];
+    int b1, b2; /* first block of matrices 1 and 2 (the grid's end where absent) */
+    int wpr;
+};
+
 template <int T, int NT, int U, int R>
 __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
-    mmvq_kernel(const uint8_t *__restrict__ w, size_t nb1, int nch, int nout, q8_act a,
-                const float *__restrict__ bias, float *__restrict__ out, int64_t ldo, int wpr) {
+    mmvq_kernel(const mmvq_set s, size_t nb1, int nch, q8_act a) {
     typedef ob_qdot<T> Q;
     __shared__ float red[MMVQ_WARPS][R * NT];
+    /* which matrix: constant indices only, so the set stays in the parameter bank */
+    const int bx = (int)blockIdx.x, m = bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
+    const uint8_t *const w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
+    const float *const bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
+    float *const out = m == 0 ? s.out[0] : m == 1 ? s.out[1] : s.out[2];
+    const int64_t ldo = m == 0 ? s.ldo[0] : m == 1 ? s.ldo[1] : s.ldo[2];
+    const int nout = m == 0 ? s.nout[0] : m == 1 ? s.nout[1] : s.nout[2];
+    const int blk = bx - (m == 0 ? 0 : m == 1 ? s.b1 : s.b2), wpr = s.wpr;
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
-    const int row0 = (blockIdx.x * (MMVQ_WARPS / wpr) + warp / wpr) * R, sub = warp % wpr;
+    const int row0 = (blk * (MMVQ_WARPS / wpr) + warp / wpr) * R, sub = warp % wpr;
     float acc[R][NT];
 #pragma unroll
     for (int j = 0; j < R; j++)
@@ -112,6 +138,113 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
             }
 }
 
+/* One token, the weights streamed through shared memory: per round a warp
+ * takes 32 consecutive chunks of each of its R rows (a contiguous run of
+ * the row: SEG bytes), copies the run into shared memory with cp.async,
+ * S - 1 rounds ahead of the one it computes, and each lane then reads its
+ * chunk from there exactly as mmvq_kernel reads it from global memory. The
+ * copies in flight hold no registers, so a warp keeps (S - 1) R SEG bytes
+ * on the way (3 x 2 x 1152 for Q4_K) at the occupancy of the register
+ * kernel, whose lanes hold one chunk a row (and lose occupancy when they
+ * hold more). CP (16, 8 or 4) is the largest copy that the row size nb1,
+ * the weights' address and a full run are all multiples of; a row's last
+ * run is then one too (Q4_0 runs are 36 m bytes: nb1 = 36 pairs a multiple
+ * of 16 makes the pairs, and so m, a multiple of 4; Q8_0 alike; Q4_K/Q5_K
+ * blocks are 144/176 bytes; Q6_K's 210-byte blocks give CP 8 only for rows
+ * of whole runs and CP 4 for an even number of blocks; rows with an odd
+ * number take mmvq_kernel). Sums and their order are mmvq_kernel's: a
+ * lane's chunks in the same order, the same reductions. */
+template <int T> struct mmvq_stream_shape {
+    static constexpr int SEG = OB_WARP / ob_qdot<T>::CHUNKS * ob_qdot<T>::BYTES; /* a round's bytes of a row */
+    static constexpr int SEGP = (SEG + 15) & ~15;
+    static constexpr int S = SEG > 2048 ? 2 : 4; /* rounds in flight + 1: the block's buffers stay under 48 KB */
+};
+
+template <int T, int R, int CP>
+__global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
+    mmvq_stream_kernel(const mmvq_set s, size_t nb1, int nch, q8_act a) {
+    typedef ob_qdot<T> Q;
+    typedef mmvq_stream_shape<T> SH;
+    constexpr int S = SH::S, SEGP = SH::SEGP;
+    extern __shared__ __align__(16) uint8_t mmvq_smem[];
+    __shared__ float red[MMVQ_WARPS][R];
+    const int bx = (int)blockIdx.x, m = bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
+    const uint8_t *const w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
+    const float *const bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
+    float *const out = m == 0 ? s.out[0] : m == 1 ? s.out[1] : s.out[2];
+    const int nout = m == 0 ? s.nout[0] : m == 1 ? s.nout[1] : s.nout[2];
+    const int blk = bx - (m == 0 ? 0 : m == 1 ? s.b1 : s.b2), wpr = s.wpr;
+    const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
+    const int row0 = (blk * (MMVQ_WARPS / wpr) + warp / wpr) * R, sub = warp % wpr;
+    uint8_t *const buf = mmvq_smem + (size_t)warp * S * R * SEGP;
+    float acc[R];
+#pragma unroll
+    for (int j = 0; j < R; j++) acc[j] = 0.0f;
+    if (row0 < nout) {
+        const uint8_t *wr[R];
+#pragma unroll
+        for (int j = 0; j < R; j++) wr[j] = w + (size_t)(row0 + j < nout ? row0 + j : nout - 1) * nb1;
+        const int step = OB_WARP * wpr, cfirst = sub * OB_WARP;
+        const int n_it = cfirst < nch ? (nch - cfirst + step - 1) / step : 0;
+        auto issue = [&](int it) {
+            const int c0 = cfirst + it * step, nc = nch - c0 < OB_WARP ? nch - c0 : OB_WARP;
+            const int bytes = nc / Q::CHUNKS * Q::BYTES, units = bytes / CP;
+            const size_t off = (size_t)(c0 / Q::CHUNKS) * Q::BYTES;
+            uint8_t *const dst0 = buf + (it % S) * R * SEGP;
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                const uint8_t *src = wr[j] + off;
+                uint8_t *dst = dst0 + j * SEGP;
+                for (int u = lane; u < units; u += OB_WARP) cp_async<CP>(dst + u * CP, src + u * CP);
+            }
+        };
+#pragma unroll
+        for (int it = 0; it < S - 1; it++) {
+            if (it < n_it) issue(it);
+            cp_async_commit();
+        }
+        ob_pdl_wait(); /* weights on the way: now wait for the kernel that wrote the activations */
+        for (int it = 0; it < n_it; it++) {
+            if (it + S - 1 < n_it) issue(it + S - 1); /* into the buffer the last round read */
+            cp_async_commit();
+            cp_async_wait<S - 1>(); /* this thread's copies of round `it` have landed */
+            __syncwarp();           /* and the other lanes' */
+            const int c = cfirst + it * step + lane;
+            if (c < nch) {
+                const uint8_t *seg = buf + (it % S) * R * SEGP;
+                typename Q::xin x;
+                Q::xload(c, a, 0, x);
+#pragma unroll
+                for (int j = 0; j < R; j++) {
+                    typename Q::raw r;
+                    Q::load(seg + j * SEGP, lane, r); /* the lane's chunk, at its offset in the run */
+                    acc[j] = ob_fadd(acc[j], Q::dot1(r, c, x));
+                }
+            }
+            __syncwarp(); /* every lane has read the buffer before the next round refills it */
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < R; j++) acc[j] = warp_sum(acc[j]);
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int j = 0; j < R; j++) red[warp][j] = acc[j];
+        __syncthreads();
+        if (sub == 0 && lane == 0)
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                float t = 0.0f;
+                for (int k = 0; k < wpr; k++) t += red[warp + k][j];
+                acc[j] = t;
+            }
+    }
+    if (sub == 0 && lane == 0)
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (row0 + j < nout) out[row0 + j] = acc[j] + (bias ? bias[row0 + j] : 0.0f);
+}
+
 /* Batches of 9..64 tokens in one launch: a warp per row reads each weight
  * chunk once, decodes it once, and multiplies it by every token's
  * activations; each lane keeps its partial sums of all tokens in shared
@@ -149,6 +282,62 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     }
 }
 
+/* Launch (or record) one product; while a graph is recorded, a product of
+ * the same input right after another one of the same kernel joins its
+ * launch instead (OB_CUDA_MMVQ_FUSE=0: never). Batch-invariant mode never
+ * joins: a joined set may split rows over warps differently. */
+template <int T, int NT, int U, int R, int CP>
+static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a,
+                   const float *bias, float *out, int64_t ldo) {
+    /* CP > 0: the streaming kernel (one token), copying CP bytes at a time */
+    const void *fn = CP ? (const void *)mmvq_stream_kernel<T, R, CP ? CP : 4> : (const void *)mmvq_kernel<T, NT, U, R>;
+    const size_t nb1 = w->nb[1];
+    const int nch = (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);
+    cuda_mmvq_pend *p = &c->mmvq_pend;
+    const bool join = c->recording && c->mmvq_fuse && !c->invariant && p->rec >= 0 && p->rec == c->n_recs - 1 &&
+                      p->func == fn && p->n < MMVQ_SET_MAX && p->qx == a.qx && p->dx == a.dx && p->ldq == a.ldq &&
+                      p->nb1 == nb1 && p->nch == nch;
+    if (!join) p->n = 0;
+    const int k = p->n++;
+    p->w[k] = w->data, p->bias[k] = bias, p->out[k] = out, p->ldo[k] = ldo, p->nout[k] = (int)nout;
+    /* enough warps in flight: wpr warps share a row (group of R rows) when the groups are few */
+    int64_t groups = 0;
+    for (int i = 0; i < p->n; i++) groups += (p->nout[i] + R - 1) / R;
+    const int64_t want = (int64_t)c->n_sm * c->mmvq_want;
+    /* batch-invariant mode: the split of a row over warps (and so the order of its sums) must
+     * not depend on the batch; R does not change a row's order, so it is chosen from the rows */
+    const int64_t wgroups = c->invariant ? nout : groups;
+    int wpr = wgroups >= want ? 1 : 2 * wgroups >= want ? 2 : 4;
+    while (wpr > 1 && nch < OB_WARP * wpr) wpr /= 2;
+    mmvq_set s;
+    memset(&s, 0, sizeof s);
+    int nblk = 0, first[MMVQ_SET_MAX + 1];
+    for (int i = 0; i < p->n; i++) {
+        first[i] = nblk;
+        nblk += (int)ob_div_up((size_t)((p->nout[i] + R - 1) / R), (size_t)(MMVQ_WARPS / wpr));
+        s.w[i] = (const uint8_t *)p->w[i], s.bias[i] = p->bias[i], s.out[i] = p->out[i], s.ldo[i] = p->ldo[i];
+        s.nout[i] = p->nout[i];
+    }
+    for (int i = p->n; i <= MMVQ_SET_MAX; i++) first[i] = nblk;
+    s.b1 = first[1], s.b2 = first[2], s.wpr = wpr;
+    const dim3 grid((unsigned)nblk), block(MMVQ_WARPS * OB_WARP);
+    if (join) return cuda_rec_rewrite_last(c, fn, grid, 0, &s, sizeof s);
+    c->rec_pdl = c->pdl; /* the recorded launch may start early (hopper.cuh) */
+    if (CP) {
+        typedef mmvq_stream_shape<T> SH;
+        const size_t smem = (size_t)MMVQ_WARPS * SH::S * R * SH::SEGP;
+        OB_TRY(cuda_launch(c, mmvq_stream_kernel<T, R, CP ? CP : 4>, grid, block, smem, s, nb1, nch, a));
+    } else {
+        OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, R>, grid, block, 0, s, nb1, nch, a));
+    }
+    if (c->recording) {
+        p->rec = c->n_recs - 1, p->func = fn, p->qx = a.qx, p->dx = a.dx, p->ldq = a.ldq, p->nb1 = nb1, p->nch = nch;
+    } else {
+        p->rec = -1;
+    }
+    return 0;
+}
+
 template <int T>
 static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a, int n,
                        const float *bias, float *out, int64_t ldo) {
@@ -156,22 +345,25 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
      * flight (OB_CUDA_MMVQ_U = 1 or 2); more tokens: a row a warp. */
     const int R = n == 1 ? c->mmvq_r : 1;
     const int U = n == 1 ? c->mmvq_u : n <= 2 ? 2 : 1;
-    const int64_t want = (int64_t)c->n_sm * c->mmvq_want, groups = (nout + R - 1) / R;
-    /* batch-invariant mode: the split of a row over warps (and so the order of its sums) must
-     * not depend on the batch; R does not change a row's order, so it is chosen from the rows */
-    const int64_t wgroups = c->invariant ? nout : groups;
-    int wpr = wgroups >= want ? 1 : 2 * wgroups >= want ? 2 : 4;
-    const int64_t nblocks = nin / ob_qdot<T>::QK;
-    const int nch = (int)(nblocks * ob_qdot<T>::CHUNKS);
-    while (wpr > 1 && nch < OB_WARP * wpr) wpr /= 2;
-    const unsigned grid = ob_div_up((size_t)groups, (size_t)(MMVQ_WARPS / wpr));
-    const dim3 block(MMVQ_WARPS * OB_WARP);
-    const uint8_t *wd = (const uint8_t *)w->data;
-    const size_t nb1 = w->nb[1];
-    const int no = (int)nout;
-    c->rec_pdl = c->pdl; /* the recorded launch may start early (hopper.cuh) */
-#define OB_L(NT, U_, R_) \
-    OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U_, R_>, grid, block, 0, wd, nb1, nch, no, a, bias, out, ldo, wpr))
+#define OB_L(NT, U_, R_) OB_TRY((mmvq_go<T, NT, U_, R_, 0>(c, w, nin, nout, a, bias, out, ldo)))
+#define OB_S(R_, CP_) OB_TRY((mmvq_go<T, 1, 1, R_, CP_>(c, w, nin, nout, a, bias, out, ldo)))
+    if (n == 1 && c->mmvq_stream && R <= 2) {
+        /* the largest copy the rows' starts and runs are aligned to */
+        const uintptr_t al = (uintptr_t)w->data | (uintptr_t)w->nb[1] | (uintptr_t)mmvq_stream_shape<T>::SEG;
+        const int cp = al % 16 == 0 ? 16 : al % 8 == 0 ? 8 : al % 4 == 0 ? 4 : 0;
+        if (cp) {
+            if (R == 2) {
+                if (cp == 16) OB_S(2, 16);
+                else if (cp == 8) OB_S(2, 8);
+                else OB_S(2, 4);
+            } else {
+                if (cp == 16) OB_S(1, 16);
+                else if (cp == 8) OB_S(1, 8);
+                else OB_S(1, 4);
+            }
+            return 0;
+        }
+    }
     if (n == 1) {
         if (R >= 4) OB_L(1, 1, 4);
         else if (R == 2 && U >= 2) OB_L(1, 2, 2);
@@ -191,6 +383,7 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: %d tokens (1..8)", n);
     }
 #undef OB_L
+#undef OB_S
     return 0;
 }
 
@@ -229,6 +422,7 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
     const bool same = c->q8_src == x->data && c->q8_n == n && c->q8_nin == nin && c->q8_op + 1 == c->n_ops;
     if (!same) {
         const int64_t warps = n * nb;
+        cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0,
             (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
     }

@@ -224,6 +224,7 @@ typedef struct cuda_backend {
     bool mmvq_fuse;             /* OB_CUDA_MMVQ_FUSE=0: every product its own launch */
     bool mmvq_stream;           /* one token: weights streamed through shared memory (OB_CUDA_MMVQ_STREAM) */
     bool graph_dump;            /* OB_CUDA_GRAPH_DUMP=1: print each new graph's kernels */
+    bool norm_vec;              /* decode RMSNorm with 256 threads and 16-byte loads (OB_CUDA_NORM_VEC=0: 1024 threads) */
     bool pdl;                   /* programmatic edges in front of decode products (OB_CUDA_PDL=0: off) */
     bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
     bool pdl_all;               /* also the small kernels of a decode step (OB_CUDA_PDL_ALL=0: the products only) */

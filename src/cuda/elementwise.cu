@@ -98,6 +98,79 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
+/* The same with 256 threads and 16-byte loads (rows of up to 8192 elements in
+ * multiples of 128): each thread holds 4..32 elements of the row in float4s,
+ * all of its loads (and the norm weights') issued at once, and a 32-element
+ * q8 block is 8 neighbouring threads. Its sum runs in another order than
+ * rms_norm_kernel<false>'s, so batch-invariant mode keeps the row kernel.
+ * (The 1024-thread row kernel took 7 us a row in the 8B decode, ncu on the
+ * H200; bench/RESULTS.md has this one's.) */
+#define NORMV_T 256
+#define NORMV_MAX 8
+
+template <bool ADD>
+__global__ void __launch_bounds__(NORMV_T)
+    rms_norm_vec_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *sum, int64_t lds, float *y,
+                        int64_t ldy, const float *__restrict__ w, int d, float eps, int8_t *__restrict__ qx,
+                        float *__restrict__ dx) {
+    ob_pdl_wait(); /* launched early in a graph (cuda_pdl_next): nothing is touched before */
+    __shared__ float red[32];
+    const int64_t row = blockIdx.x;
+    const int t = threadIdx.x, nv = d / 4;
+    const float4 *a4 = (const float4 *)(a + row * lda);
+    float4 v[NORMV_MAX], wv[NORMV_MAX];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORMV_MAX; k++) {
+        const int i = t + k * NORMV_T;
+        if (i < nv) {
+            wv[k] = w ? ((const float4 *)w)[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            v[k] = a4[i];
+            if (ADD) {
+                const float4 bb = ((const float4 *)(b + row * ldb))[i];
+                v[k].x += bb.x, v[k].y += bb.y, v[k].z += bb.z, v[k].w += bb.w;
+                ((float4 *)(sum + row * lds))[i] = v[k];
+            }
+            ss = fmaf(v[k].x, v[k].x, ss);
+            ss = fmaf(v[k].y, v[k].y, ss);
+            ss = fmaf(v[k].z, v[k].z, ss);
+            ss = fmaf(v[k].w, v[k].w, ss);
+        }
+    }
+    ss = block_sum(ss, red);
+    const float s = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma unroll
+    for (int k = 0; k < NORMV_MAX; k++) {
+        const int i = t + k * NORMV_T;
+        if (i < nv) { /* whole warps: nv is a multiple of 32 */
+            float4 o;
+            o.x = w ? (v[k].x * s) * wv[k].x : v[k].x * s;
+            o.y = w ? (v[k].y * s) * wv[k].y : v[k].y * s;
+            o.z = w ? (v[k].z * s) * wv[k].z : v[k].z * s;
+            o.w = w ? (v[k].w * s) * wv[k].w : v[k].w * s;
+            ((float4 *)(y + row * ldy))[i] = o;
+            if (qx) {
+                float am = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
+#pragma unroll
+                for (int m = 1; m < 8; m <<= 1) am = fmaxf(am, __shfl_xor_sync(OB_FULL_MASK, am, m));
+                const float dq = am / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
+                const float q0 = roundf(o.x * id), q1 = roundf(o.y * id), q2 = roundf(o.z * id), q3 = roundf(o.w * id);
+                char4 qc;
+                qc.x = (signed char)q0, qc.y = (signed char)q1, qc.z = (signed char)q2, qc.w = (signed char)q3;
+                ((char4 *)(qx + row * d))[i] = qc;
+                float qs = (q0 + q1) + (q2 + q3); /* small integers: exact in any order */
+#pragma unroll
+                for (int m = 1; m < 8; m <<= 1) qs += __shfl_xor_sync(OB_FULL_MASK, qs, m);
+                if ((t & 7) == 0) {
+                    float *p = dx + 2 * (row * (d / 32) + i / 8);
+                    p[0] = dq;
+                    p[1] = dq * qs;
+                }
+            }
+        }
+    }
+}
+
 /* The row kernel takes rows of up to 16384 elements in multiples of 32
  * (hidden sizes of 1024 and below too: a warp walking a whole row of 1024,
  * as rms_norm_kernel<true> did, took 11 us a token on Qwen3-0.6B). */
@@ -114,17 +187,30 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
         const float *wd = w ? (const float *)w->data : NULL;
         const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
         const cuda_pending_add *pa = &c->last_add;
-        if (c->recording && pa->op + 1 == c->n_ops && pa->rec + 1 == c->n_recs && pa->out == x->data &&
-            pa->ldo == ldx && pa->d == d && pa->n == n) {
+        const bool fuse = c->recording && pa->op + 1 == c->n_ops && pa->rec + 1 == c->n_recs && pa->out == x->data &&
+                          pa->ldo == ldx && pa->d == d && pa->n == n;
+        /* the 16-byte kernel: rows of 128k elements up to 8192, every row pointer 16-byte aligned */
+        const uintptr_t al = (uintptr_t)x->data | (uintptr_t)out->data | (uintptr_t)(wd ? wd : NULL) |
+                             (uintptr_t)(4 * ldx) | (uintptr_t)(4 * ldy) |
+                             (fuse ? (uintptr_t)pa->a | (uintptr_t)pa->b | (uintptr_t)(4 * pa->lda) | (uintptr_t)(4 * pa->ldb) : 0);
+        const bool vec = c->norm_vec && !c->invariant && d % 128 == 0 && d <= 4 * NORMV_T * NORMV_MAX && al % 16 == 0;
+        cuda_pdl_next(c);
+        if (fuse) {
             /* the add just recorded feeds this norm: one kernel does both */
             c->n_recs--;
             c->rec_used = pa->rec_off;
             c->last_add.op = 0;
-            cuda_pdl_next(c);
-            OB_TRY(cuda_launch(c, rms_norm_row_kernel<true>, (unsigned)n, 1024, 0, pa->a, pa->lda, pa->b, pa->ldb,
-                               (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
+            if (vec)
+                OB_TRY(cuda_launch(c, rms_norm_vec_kernel<true>, (unsigned)n, NORMV_T, 0, pa->a, pa->lda, pa->b, pa->ldb,
+                                   (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
+            else
+                OB_TRY(cuda_launch(c, rms_norm_row_kernel<true>, (unsigned)n, 1024, 0, pa->a, pa->lda, pa->b, pa->ldb,
+                                   (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
+        } else if (vec) {
+            OB_TRY(cuda_launch(c, rms_norm_vec_kernel<false>, (unsigned)n, NORMV_T, 0, (const float *)x->data, ldx,
+                               (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
+                               wd, (int)d, eps, qx, dx));
         } else {
-            cuda_pdl_next(c);
             OB_TRY(cuda_launch(c, rms_norm_row_kernel<false>, (unsigned)n, 1024, 0, (const float *)x->data, ldx,
                                (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
                                wd, (int)d, eps, qx, dx));

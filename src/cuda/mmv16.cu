@@ -15,11 +15,14 @@
  * mode takes this kernel too).
  *
  * Needs rows of a multiple of 8 elements starting on 16-byte boundaries
- * (the caller checks); OB_CUDA_MMV16=0 keeps mmv.cuh's kernel.
+ * (the caller checks); OB_CUDA_MMV16=0 keeps mmv.cuh's kernel. In a graph
+ * the kernel may start before the one before it ends (hopper.cuh): its first
+ * weight loads are issued before it waits for that kernel.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "hopper.cuh"
 #include "matmul.cuh"
 
 #define MMV16_WARPS 4
@@ -57,6 +60,7 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(mmv_args a
 #pragma unroll
             for (int u = 0; u < MMV16_U; u++)
                 if (v0 + u * step < nv) r[u] = __ldg(wr + v0 + u * step);
+            ob_pdl_wait(); /* weights in flight: now wait for the kernel that wrote x (at once after the first) */
 #pragma unroll
             for (int u = 0; u < MMV16_U; u++) {
                 const int64_t v = v0 + u * step;
@@ -81,6 +85,7 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(mmv_args a
             }
         }
     }
+    ob_pdl_wait(); /* lanes without chunks, before the write below */
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
     if (wpr > 1) {
@@ -109,6 +114,7 @@ template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a)
     while (wpr > 1 && a->nch < (int64_t)OB_WARP * wpr) wpr /= 2;
     const unsigned grid = ob_div_up((size_t)a->nout, (size_t)(MMV16_WARPS / wpr));
     const dim3 block(MMV16_WARPS * OB_WARP);
+    c->rec_pdl = c->pdl; /* may start early in a graph: the weight loads do not wait (hopper.cuh) */
     switch (a->n) {
 #define OB_N(N) \
     case N: return cuda_launch(c, mmv16_kernel<BF, N>, grid, block, 0, *a, wpr);

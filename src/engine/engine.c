@@ -298,8 +298,8 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
                         rot ? rot : "?");
         else if (!ob_backend_is_cpu(c->backend) && !c->backend->ops->hadamard_rows)
             rc = ob_err(OB_ERR_UNSUPPORTED, "a rotated (--hadamard) model needs activation rotation, which the %s "
-                                            "backend does not have (CUDA: OB_CUDA_ROTATE=1 turns on its untested "
-                                            "one); load it with --device cpu",
+                                            "backend does not have (CUDA: OB_CUDA_ROTATE=1 turns on its rotation, "
+                                            "slower than a plain Q4_0 file there); load it with --device cpu",
                         c->backend->ops->name);
         else if (ob_gguf_get_u32(m->gguf, OB_HADAMARD_SEED_KEY, &seed) < 0)
             rc = ob_err(OB_ERR_FORMAT, "%s is missing", OB_HADAMARD_SEED_KEY);

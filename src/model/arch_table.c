@@ -15,7 +15,8 @@
  * them. CUDA: test_cuda.c runs every fixture folder on the GPU (the Llama
  * family against transformers at every weight type, the others F32 against
  * transformers and every type against the CPU backend; all passed on the
- * H200, 2026-11-30 session 4, docs/cuda.md).
+ * H200, 2026-11-30 session 4, docs/cuda.md; internlm2 and the encoders
+ * (model_encoders_vs_cpu: hidden states against the CPU) in session 7).
  */
 #include "arch_info.h"
 
@@ -97,7 +98,7 @@ static const ob_arch_info g_rows[] = {
      "InternLM2 / InternLM2.5 (remote-code InternLM2ForCausalLM with Llama's math; q/k/v fused per KV group in "
      "attention.wqkv)",
      VERIFIED(TF " LlamaForCausalLM; weights repacked in InternLM2's layout", "internlm2 internlm2_rope_linear",
-              3.39e-6, CPU),
+              3.39e-6, CPU | CUDA),
      "reference: transformers' Llama logits of the llama / llama_rope_linear fixtures, their weights repacked in "
      "InternLM2's names and wqkv layout (scripts/gen_internlm2_fixture.py; a pure-Python pass written from "
      "modeling_internlm2.py on the repacked files gives the same logits within 2.6e-6); wqkv split into "
@@ -144,13 +145,13 @@ static const ob_arch_info g_rows[] = {
     {"bert", NULL,
      "BERT encoders for embeddings (BertModel: post-LayerNorm, learned positions, token types, biases; "
      "sentence-transformers MiniLM/BGE/E5 style)",
-     ENCODER(TF, "bert", 9.86e-7, CPU),
+     ENCODER(TF, "bert", 9.86e-7, CPU | CUDA),
      "hidden states of 64 positions vs last_hidden_state; WordPiece tokenizer as llama.cpp's bert vocab; "
      "mean pooling by default (or the sentence-transformers Pooling module); fixtures in tests/data/encoders"},
     {"modern-bert", NULL,
      "ModernBERT (pre-LayerNorm without biases, RoPE with a local base, global layers among two-sided "
      "sliding-window ones, GeGLU, final norm)",
-     ENCODER(TF, "modernbert", 1.22e-6, CPU),
+     ENCODER(TF, "modernbert", 1.22e-6, CPU | CUDA),
      "4 layers, global every 2nd, window 16 (|i - j| <= 8), bases 160000 / 10000; byte-level BPE; CLS pooling "
      "by default (classifier_pooling); fixtures in tests/data/encoders"},
     {"nomic-bert", NULL, "nomic-embed-text v1/v1.5 (BERT with NeoX RoPE instead of positions, fused qkv, SwiGLU)",

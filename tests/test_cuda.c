@@ -723,6 +723,98 @@ TEST(op_rope) {
             }
 }
 
+/* Per-head q/k norms followed by the RoPE of q and of k (qwen3, gemma3) become one kernel while
+ * a decode step is recorded into a graph (elementwise.cu, qk_norm_rope_kernel). It must give the
+ * four kernels' bits: the same sum order, the same rotation on the normed values. Each case
+ * runs inside a recording (a get_rows of up to 8 tokens starts one, the download ends it) on a
+ * backend with the fusion and on one without (OB_CUDA_QK_FUSE=0), from the same inputs, and
+ * compares bit for bit; the CPU checks both against the reference. Head dimensions 64, 128 and
+ * 256; 1 and 5 tokens; norms in place and into other buffers; with the RoPE of k joining the
+ * launch, and without it (a q-only RoPE: k stays normed only). */
+TEST(op_qk_norm_rope_fused) {
+    NEED_GPU();
+    ob_backend *bk[2] = {NULL, NULL}; /* 0: fused (the default), 1: OB_CUDA_QK_FUSE=0 */
+    CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
+    setenv("OB_CUDA_QK_FUSE", "0", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
+    unsetenv("OB_CUDA_QK_FUSE");
+    if (!bk[0] || !bk[1]) goto done;
+    int32_t pos[5] = {3, 17, 511, 4097, 100000};
+    int32_t ids[5] = {0, 1, 2, 3, 0};
+    act table, rows;
+    act_rand(&table, 32, 4, 1.0f);
+    act_new(&rows, 32, 5, NULL);
+    int cases = 0;
+    for (int hd = 64; hd <= 256; hd *= 2)
+        for (int n = 1; n <= 5; n += 4)
+            for (int variant = 0; variant < 3; variant++) {
+                const int nq = 8, nk = 2;
+                const bool in_place = variant != 1, rope_k = variant != 2;
+                ob_rope_params p;
+                memset(&p, 0, sizeof p);
+                p.mode = OB_ROPE_NEOX;
+                p.n_rot = hd;
+                p.freq_base = 1000000.0f;
+                p.freq_scale = 1.0f;
+                p.attn_factor = 1.0f;
+                act q, k, wq, wk;
+                act_rand(&q, (int64_t)nq * hd, n, 1.0f);
+                act_rand(&k, (int64_t)nk * hd, n, 1.0f);
+                act_rand(&wq, hd, 1, 1.0f);
+                act_rand(&wk, hd, 1, 1.0f);
+                float *got[2] = {NULL, NULL};
+                for (int v = 0; v < 2; v++) {
+                    ob_backend *g = bk[v];
+                    act qo, ko; /* the outputs: copies of the inputs (in place) or fresh buffers */
+                    act_new(&qo, (int64_t)nq * hd, n, q.c.data);
+                    act_new(&ko, (int64_t)nk * hd, n, k.c.data);
+                    CHECK_OK(g_gpu->ops->sync(g_gpu)); /* the uploads (g_gpu's stream) before g's kernels */
+                    const ob_tensor *qi = in_place ? &qo.g : &q.g, *ki = in_place ? &ko.g : &k.g;
+                    ob_tensor tr = rows.g;
+                    tr.ne[1] = n;
+                    CHECK_OK(g->ops->get_rows(g, &table.g, ids, n, &tr)); /* starts the recording */
+                    CHECK_OK(g->ops->rms_norm(g, qi, &wq.g, 1e-6f, hd, &qo.g));
+                    CHECK_OK(g->ops->rms_norm(g, ki, &wk.g, 1e-6f, hd, &ko.g));
+                    CHECK_OK(g->ops->rope(g, &qo.g, nq, hd, pos, &p));
+                    if (rope_k) CHECK_OK(g->ops->rope(g, &ko.g, nk, hd, pos, &p));
+                    const size_t nqf = (size_t)nq * hd * n, nkf = (size_t)nk * hd * n;
+                    got[v] = malloc((nqf + nkf) * sizeof(float));
+                    CHECK_OK(g->ops->download(g, got[v], qo.g.data, nqf * sizeof(float)));
+                    CHECK_OK(g->ops->download(g, got[v] + nqf, ko.g.data, nkf * sizeof(float)));
+                    if (v == 0) { /* the CPU reference of the same ops */
+                        ob_tensor qc = qo.c, kc = ko.c;
+                        memcpy(qc.data, q.c.data, nqf * sizeof(float));
+                        memcpy(kc.data, k.c.data, nkf * sizeof(float));
+                        CHECK_OK(g_cpu->ops->rms_norm(g_cpu, &qc, &wq.c, 1e-6f, hd, &qc));
+                        CHECK_OK(g_cpu->ops->rms_norm(g_cpu, &kc, &wk.c, 1e-6f, hd, &kc));
+                        CHECK_OK(g_cpu->ops->rope(g_cpu, &qc, nq, hd, pos, &p));
+                        if (rope_k) CHECK_OK(g_cpu->ops->rope(g_cpu, &kc, nk, hd, pos, &p));
+                        const double eq = nmse(got[0], qc.data, nqf), ek = nmse(got[0] + nqf, kc.data, nkf);
+                        CHECK_MSG(eq < 1e-10 && ek < 1e-10, "hd %d, %d tokens, variant %d: NMSE vs CPU q %.3g, k %.3g",
+                                  hd, n, variant, eq, ek);
+                    }
+                    act_free(&qo);
+                    act_free(&ko);
+                }
+                CHECK_MSG(memcmp(got[0], got[1], (size_t)(nq + nk) * hd * n * sizeof(float)) == 0,
+                          "hd %d, %d tokens, variant %d: the fused q/k norm + RoPE differs from the four kernels", hd,
+                          n, variant);
+                cases++;
+                free(got[0]);
+                free(got[1]);
+                act_free(&q);
+                act_free(&k);
+                act_free(&wq);
+                act_free(&wk);
+            }
+    CHECK_EQ_INT(cases, 18);
+    act_free(&table);
+    act_free(&rows);
+done:
+    ob_backend_free(bk[0]);
+    ob_backend_free(bk[1]);
+}
+
 TEST(op_elementwise) {
     NEED_GPU();
     static const char *names[] = {"silu", "gelu", "gelu_erf", "relu2"};

@@ -89,8 +89,46 @@ typedef struct cuda_pending_rope {
     float freq_scale, mscale;
 } cuda_pending_rope;
 
+/* A per-head RMSNorm (q_norm, k_norm) recorded while a graph is recorded:
+ * the RoPE after the pair may take both over (elementwise.cu). */
+typedef struct cuda_pending_gnorm {
+    unsigned long long op;
+    int rec;
+    const float *x, *w;
+    float *y;
+    int64_t ldx, ldy, group, heads, n;
+    float eps;
+} cuda_pending_gnorm;
+
+/* The arguments of the fused q/k norm + RoPE kernel (elementwise.cu). */
+typedef struct qk_norm_rope_args {
+    const float *xq, *xk;
+    float *yq, *yk;
+    int64_t ldxq, ldxk, ldyq, ldyk;
+    const float *wq, *wk;
+    int nq, nk; /* heads of q and of k */
+    float eps;
+    const int32_t *pos;
+    const float *tab;
+    float freq_scale, mscale;
+    bool ext, rope2;
+} qk_norm_rope_args;
+
+/* That kernel recorded last, its k not rotated yet: the RoPE of k turns rope2 on. */
+typedef struct cuda_qknr_pend {
+    unsigned long long op;
+    int rec;
+    qk_norm_rope_args args;
+    dim3 grid;
+    const void *yk, *tab;
+    int64_t ldyk, n;
+    int nk, d;
+    float freq_scale, mscale;
+    bool ext;
+} cuda_qknr_pend;
+
 /* The decode product recorded last, which the next product of the same input
- * may join (mmvq.cu). */
+ * may join (mmvq.cu, mmv16.cu). */
 typedef struct cuda_mmvq_pend {
     int rec, n; /* rec: its index among the recorded launches, -1: none */
     const void *func;
@@ -99,11 +137,10 @@ typedef struct cuda_mmvq_pend {
     float *out[3];
     int64_t ldo[3];
     int nout[3];
-    const int8_t *qx;
-    const float *dx;
-    int64_t ldq;
+    const void *in0, *in1; /* the input they share (q8 codes and scales; or the float rows) */
+    int64_t ld;
     size_t nb1;
-    int nch;
+    int64_t nch;
 } cuda_mmvq_pend;
 
 typedef struct cuda_backend {
@@ -229,6 +266,9 @@ typedef struct cuda_backend {
     bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
     bool pdl_all;               /* also the small kernels of a decode step (OB_CUDA_PDL_ALL=0: the products only) */
     cuda_pending_rope last_rope;
+    cuda_pending_gnorm last_gnorm[2]; /* by the parity of their op number */
+    cuda_qknr_pend last_qknr;
+    bool qk_fuse;               /* q/k per-head norms and RoPE in one kernel (OB_CUDA_QK_FUSE=0: off) */
     /* OB_CUDA_PROF=1: every kernel, cuBLAS product and download between a
      * pair of events (graphs off), read back at the next drain (the stream
      * is never stopped for it, so the GPU keeps its clocks), summed per

@@ -14,10 +14,10 @@
  *     the CPU's formulas and sent as one small table.
  */
 #include <math.h>
-#include "hopper.cuh"
 #include <string.h>
 
 #include "elementwise.cuh"
+#include "hopper.cuh"
 #include "matmul.cuh"
 
 /* ---- RMSNorm ---- */
@@ -227,6 +227,12 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
     /* heads (q/k norms: groups of a row) warp by warp; whole rows a block of 1024 threads, the
      * summation order of the row kernel, so a row's result does not depend on the batch size */
     if (group <= 1024 && group < x->ne[0]) {
+        if (c->recording && c->qk_fuse) { /* a RoPE of the result may take this norm over (cuda_op_rope) */
+            cuda_pending_gnorm *g = &c->last_gnorm[c->n_ops & 1];
+            g->op = c->n_ops, g->rec = c->n_recs;
+            g->x = (const float *)x->data, g->y = (float *)out->data, g->ldx = ldx, g->ldy = ldy, g->w = wd;
+            g->group = group, g->heads = gpr, g->n = x->ne[1], g->eps = eps;
+        }
         OB_TRY(cuda_launch(c, rms_norm_kernel<true>, ob_div_up((size_t)total, 8), 256, 0,
             (const float *)x->data, ldx, (float *)out->data, ldy, wd, group, gpr, total, eps));
     } else {
@@ -310,6 +316,58 @@ __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int
     }
 }
 
+/* q and k of a decode step normed per head (qwen3, gemma3: q_norm, k_norm)
+ * and rotated (NEOX pairs over the whole head) in one launch instead of
+ * four: a warp per (token, head), a lane holding elements lane + 32e of the
+ * head. The sum of squares runs in rms_norm_kernel<true>'s order (a lane's
+ * elements in turn, then the warp sum) and the rotation is rope_kernel's on
+ * the normed values, so the result is the four kernels' bit for bit. rope2
+ * off: k is normed only (its RoPE joins later by rewriting the launch).
+ * The arguments: qk_norm_rope_args (common.cuh). */
+template <int D>
+__global__ void __launch_bounds__(128) qk_norm_rope_kernel(const qk_norm_rope_args a) {
+    ob_pdl_wait(); /* launched early in a graph (cuda_pdl_next): nothing is touched before */
+    constexpr int E = D / OB_WARP, HALF = D / 2;
+    const int hg = blockIdx.x * 4 + threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP, t = blockIdx.y;
+    if (hg >= a.nq + a.nk) return; /* whole warps */
+    const bool isk = hg >= a.nq;
+    const int h = isk ? hg - a.nq : hg;
+    const float *xr = (isk ? a.xk + t * a.ldxk : a.xq + t * a.ldxq) + (int64_t)h * D;
+    float *yr = (isk ? a.yk + t * a.ldyk : a.yq + t * a.ldyq) + (int64_t)h * D;
+    const float *w = isk ? a.wk : a.wq;
+    float v[E];
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        v[e] = xr[lane + OB_WARP * e];
+        ss = fmaf(v[e], v[e], ss);
+    }
+    ss = warp_sum(ss);
+    const float s = 1.0f / sqrtf(ss / (float)D + a.eps);
+#pragma unroll
+    for (int e = 0; e < E; e++) v[e] = w ? (v[e] * s) * w[lane + OB_WARP * e] : v[e] * s;
+    if (!isk || a.rope2) {
+        const float p = (float)a.pos[t];
+#pragma unroll
+        for (int e = 0; e < E / 2; e++) {
+            const int i = lane + OB_WARP * e; /* pair (i, i + HALF): elements e and e + E/2 of this lane */
+            const float theta_extrap = __fmul_rn(p, a.tab[i]);
+            float theta = __fmul_rn(theta_extrap, a.freq_scale);
+            if (a.ext) {
+                const float ramp = a.tab[HALF + i];
+                theta = __fadd_rn(__fmul_rn(theta, 1.0f - ramp), __fmul_rn(theta_extrap, ramp));
+            }
+            const float cs = __fmul_rn((float)cos((double)theta), a.mscale);
+            const float sn = __fmul_rn((float)sin((double)theta), a.mscale);
+            const float x0 = v[e], x1 = v[e + E / 2];
+            v[e] = x0 * cs - x1 * sn;
+            v[e + E / 2] = x0 * sn + x1 * cs;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) yr[lane + OB_WARP * e] = v[e];
+}
+
 /* As cpu_backend.c's yarn_corr_dim. */
 static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base) {
     return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
@@ -356,6 +414,46 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     const int threads = 128;
     const bool neox = p->mode == OB_ROPE_NEOX;
     const int64_t ldx = (int64_t)(x->nb[1] / 4);
+    /* q normed per head, then k, then this RoPE of q: one kernel for the three (and, when the
+     * RoPE of k follows, for that too: rope2 in the launch's arguments is turned on) */
+    cuda_qknr_pend *qp = &c->last_qknr;
+    if (c->recording && qp->op + 1 == c->n_ops && qp->rec + 1 == c->n_recs && qp->yk == x->data &&
+        qp->tab == d_tab && qp->n == n && qp->nk == n_head && qp->d == head_dim && neox && 2 * half == head_dim &&
+        qp->freq_scale == p->freq_scale && qp->mscale == mscale && qp->ext == ext && qp->ldyk == ldx) {
+        qk_norm_rope_args ra = qp->args;
+        ra.rope2 = true;
+        qp->op = 0;
+        const void *fn = head_dim == 64 ? (const void *)qk_norm_rope_kernel<64>
+                         : head_dim == 128 ? (const void *)qk_norm_rope_kernel<128>
+                                           : (const void *)qk_norm_rope_kernel<256>;
+        return cuda_rec_rewrite_last(c, fn, qp->grid, 0, &ra, sizeof ra);
+    }
+    const cuda_pending_gnorm *gq = &c->last_gnorm[(c->n_ops - 2) & 1], *gk = &c->last_gnorm[(c->n_ops - 1) & 1];
+    if (c->recording && c->qk_fuse && neox && 2 * half == head_dim &&
+        (head_dim == 64 || head_dim == 128 || head_dim == 256) && gq->op + 2 == c->n_ops && gk->op + 1 == c->n_ops &&
+        gq->rec + 2 == c->n_recs && gk->rec + 1 == c->n_recs && gq->y == x->data && gq->group == head_dim &&
+        gk->group == head_dim && gq->heads == n_head && gq->n == n && gk->n == n && gq->ldy == ldx &&
+        gq->eps == gk->eps && gq->y != gk->x && gq->y != gk->y) {
+        /* the two norms were the last two launches: replace them */
+        c->n_recs -= 2;
+        qk_norm_rope_args ra;
+        memset(&ra, 0, sizeof ra);
+        ra.xq = gq->x, ra.xk = gk->x, ra.yq = gq->y, ra.yk = gk->y;
+        ra.ldxq = gq->ldx, ra.ldxk = gk->ldx, ra.ldyq = gq->ldy, ra.ldyk = gk->ldy;
+        ra.wq = gq->w, ra.wk = gk->w, ra.nq = (int)gq->heads, ra.nk = (int)gk->heads, ra.eps = gq->eps;
+        ra.pos = (const int32_t *)d_pos, ra.tab = (const float *)d_tab, ra.freq_scale = p->freq_scale;
+        ra.mscale = mscale, ra.ext = ext, ra.rope2 = false;
+        const dim3 grid3((unsigned)ob_div_up((size_t)(ra.nq + ra.nk), 4), (unsigned)n);
+        cuda_pdl_next(c);
+        if (head_dim == 64) OB_TRY(cuda_launch(c, qk_norm_rope_kernel<64>, grid3, 128, 0, ra));
+        else if (head_dim == 128) OB_TRY(cuda_launch(c, qk_norm_rope_kernel<128>, grid3, 128, 0, ra));
+        else OB_TRY(cuda_launch(c, qk_norm_rope_kernel<256>, grid3, 128, 0, ra));
+        qp->op = c->n_ops, qp->rec = c->n_recs - 1, qp->args = ra, qp->grid = grid3;
+        qp->yk = gk->y, qp->ldyk = gk->ldy, qp->nk = ra.nk, qp->d = head_dim, qp->n = n, qp->tab = d_tab;
+        qp->freq_scale = p->freq_scale, qp->mscale = mscale, qp->ext = ext;
+        c->last_rope.op = 0;
+        return 0;
+    }
     cuda_pending_rope *pr = &c->last_rope;
     if (c->recording && pr->op + 1 == c->n_ops && pr->rec + 1 == c->n_recs && pr->tab == d_tab && pr->n == n &&
         pr->head_dim == head_dim && pr->half == half && pr->neox == neox && pr->freq_scale == p->freq_scale &&

@@ -19,6 +19,8 @@
  * the kernel may start before the one before it ends (hopper.cuh): its first
  * weight loads are issued before it waits for that kernel.
  */
+#include <string.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,11 +45,39 @@ template <bool BF> static __device__ __forceinline__ void to8(const uint4 &r, fl
     }
 }
 
+/* Up to three products of one input in one launch (the decode graph joins
+ * q, k and v, or gate and up, as mmvq.cu does): the grid's blocks are the
+ * first matrix's, then the second's, then the third's, each laid out as if
+ * it were launched alone with the set's wpr. */
+#define MMV16_SET_MAX 3
+
+struct mmv16_set {
+    const uint8_t *w[MMV16_SET_MAX];
+    const float *bias[MMV16_SET_MAX];
+    float *out[MMV16_SET_MAX];
+    int nout[MMV16_SET_MAX];
+    int b1, b2, wpr; /* first block of matrices 1 and 2 (the grid's end where absent); warps a row */
+    const float *x;
+    int64_t ldx, ldo0, ldo1, ldo2;
+    size_t nb1;
+    int64_t nch;
+};
+
 template <bool BF, int NT>
-__global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(mmv_args a, int wpr) {
+__global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv16_set s) {
     __shared__ float red[MMV16_WARPS][NT];
+    /* which matrix: constant indices only, so the set stays in the parameter bank */
+    const int bx = (int)blockIdx.x, m = bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
+    mmv_args a;
+    a.w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
+    a.bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
+    a.out = m == 0 ? s.out[0] : m == 1 ? s.out[1] : s.out[2];
+    a.nout = m == 0 ? s.nout[0] : m == 1 ? s.nout[1] : s.nout[2];
+    a.ldo = m == 0 ? s.ldo0 : m == 1 ? s.ldo1 : s.ldo2;
+    a.x = s.x, a.ldx = s.ldx, a.nb1 = s.nb1, a.nch = s.nch;
+    const int wpr = s.wpr, blk = bx - (m == 0 ? 0 : m == 1 ? s.b1 : s.b2);
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
-    const int row = blockIdx.x * (MMV16_WARPS / wpr) + warp / wpr, sub = warp % wpr;
+    const int row = blk * (MMV16_WARPS / wpr) + warp / wpr, sub = warp % wpr;
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
@@ -109,19 +139,56 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(mmv_args a
 }
 
 template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a) {
-    const int64_t want = (int64_t)c->n_sm * 32;
-    int wpr = a->nout >= want ? 1 : 2 * (int64_t)a->nout >= want ? 2 : 4;
-    while (wpr > 1 && a->nch < (int64_t)OB_WARP * wpr) wpr /= 2;
-    const unsigned grid = ob_div_up((size_t)a->nout, (size_t)(MMV16_WARPS / wpr));
-    const dim3 block(MMV16_WARPS * OB_WARP);
-    c->rec_pdl = c->pdl; /* may start early in a graph: the weight loads do not wait (hopper.cuh) */
+    const void *fn = NULL;
     switch (a->n) {
 #define OB_N(N) \
-    case N: return cuda_launch(c, mmv16_kernel<BF, N>, grid, block, 0, *a, wpr);
+    case N: fn = (const void *)mmv16_kernel<BF, N>; break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmv16: %d tokens (1..8)", a->n);
     }
+    /* a product of the input the product recorded just before read, with the same kernel and
+     * row size, joins that launch (not in batch-invariant mode: wpr comes from the joined rows) */
+    cuda_mmvq_pend *p = &c->mmvq_pend;
+    const bool join = c->recording && c->mmvq_fuse && !c->invariant && p->rec >= 0 && p->rec == c->n_recs - 1 &&
+                      p->func == fn && p->n < MMV16_SET_MAX && p->in0 == a->x && p->ld == a->ldx &&
+                      p->nb1 == a->nb1 && p->nch == a->nch;
+    if (!join) p->n = 0;
+    const int k = p->n++;
+    p->w[k] = a->w, p->bias[k] = a->bias, p->out[k] = a->out, p->ldo[k] = a->ldo, p->nout[k] = a->nout;
+    int64_t rows = 0;
+    for (int i = 0; i < p->n; i++) rows += p->nout[i];
+    const int64_t want = (int64_t)c->n_sm * 32;
+    int wpr = rows >= want ? 1 : 2 * rows >= want ? 2 : 4;
+    while (wpr > 1 && a->nch < (int64_t)OB_WARP * wpr) wpr /= 2;
+    mmv16_set s;
+    memset(&s, 0, sizeof s);
+    int nblk = 0, first[MMV16_SET_MAX + 1];
+    for (int i = 0; i < p->n; i++) {
+        first[i] = nblk;
+        nblk += (int)ob_div_up((size_t)p->nout[i], (size_t)(MMV16_WARPS / wpr));
+        s.w[i] = (const uint8_t *)p->w[i], s.bias[i] = p->bias[i], s.out[i] = p->out[i], s.nout[i] = p->nout[i];
+    }
+    for (int i = p->n; i <= MMV16_SET_MAX; i++) first[i] = nblk;
+    s.b1 = first[1], s.b2 = first[2], s.wpr = wpr;
+    s.ldo0 = p->ldo[0], s.ldo1 = p->n > 1 ? p->ldo[1] : 0, s.ldo2 = p->n > 2 ? p->ldo[2] : 0;
+    s.x = a->x, s.ldx = a->ldx, s.nb1 = a->nb1, s.nch = a->nch;
+    const dim3 grid((unsigned)nblk), block(MMV16_WARPS * OB_WARP);
+    if (join) return cuda_rec_rewrite_last(c, fn, grid, 0, &s, sizeof s);
+    c->rec_pdl = c->pdl; /* may start early in a graph: the weight loads do not wait (hopper.cuh) */
+    switch (a->n) {
+#define OB_N(N) \
+    case N: OB_TRY(cuda_launch(c, mmv16_kernel<BF, N>, grid, block, 0, s)); break;
+        OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
+#undef OB_N
+    }
+    if (c->recording) {
+        p->rec = c->n_recs - 1, p->func = fn, p->in0 = a->x, p->in1 = NULL, p->ld = a->ldx, p->nb1 = a->nb1;
+        p->nch = a->nch;
+    } else {
+        p->rec = -1;
+    }
+    return 0;
 }
 
 int cuda_mmv16_launch(cuda_backend *c, int type, const mmv_args *a) {

@@ -295,7 +295,7 @@ static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nou
     const int nch = (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);
     cuda_mmvq_pend *p = &c->mmvq_pend;
     const bool join = c->recording && c->mmvq_fuse && !c->invariant && p->rec >= 0 && p->rec == c->n_recs - 1 &&
-                      p->func == fn && p->n < MMVQ_SET_MAX && p->qx == a.qx && p->dx == a.dx && p->ldq == a.ldq &&
+                      p->func == fn && p->n < MMVQ_SET_MAX && p->in0 == a.qx && p->in1 == a.dx && p->ld == a.ldq &&
                       p->nb1 == nb1 && p->nch == nch;
     if (!join) p->n = 0;
     const int k = p->n++;
@@ -331,7 +331,7 @@ static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nou
         OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, R>, grid, block, 0, s, nb1, nch, a));
     }
     if (c->recording) {
-        p->rec = c->n_recs - 1, p->func = fn, p->qx = a.qx, p->dx = a.dx, p->ldq = a.ldq, p->nb1 = nb1, p->nch = nch;
+        p->rec = c->n_recs - 1, p->func = fn, p->in0 = a.qx, p->in1 = a.dx, p->ld = a.ldq, p->nb1 = nb1, p->nch = nch;
     } else {
         p->rec = -1;
     }

@@ -1817,10 +1817,8 @@ int main(int argc, char **argv) {
 #include "quant/hadamard.h"
 #include "quant/quantize.h"
 
-/* The route is opt-in on CUDA (OB_CUDA_ROTATE=1, backend.cu) until these
- * tests have run on a GPU: on for every backend this binary creates, unless
- * the environment says otherwise. */
-__attribute__((constructor)) static void rotate_route_on(void) { setenv("OB_CUDA_ROTATE", "1", 0); }
+/* The route is on by default (OB_CUDA_ROTATE=0 turns it off, backend.cu);
+ * model_rotated_q4_0_vs_cpu checks both settings. */
 
 TEST(op_hadamard_rows) {
     NEED_GPU();
@@ -2132,8 +2130,8 @@ TEST(model_rotated_q4_0_vs_cpu) {
     qp.n_threads = 2;
     qp.hadamard = true;
     CHECK_OK(ob_quantize_file(src, rot, ob_ftype_find("Q4_0"), &qp, NULL));
-    /* off (the default outside this test binary): the rotated file is refused on CUDA, and a
-     * plain file asked for 4-bit activations gets 8 */
+    /* off (OB_CUDA_ROTATE=0): the rotated file is refused on CUDA, and a plain file asked for
+     * 4-bit activations gets 8 */
     const char *was = getenv("OB_CUDA_ROTATE");
     char keep[16];
     snprintf(keep, sizeof keep, "%s", was ? was : "");

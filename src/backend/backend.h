@@ -190,7 +190,7 @@ typedef struct ob_backend_ops {
      * route of docs/quantization.md; optional: NULL = no such path): the
      * rounding is the CPU's ob_act_q4 (src/cpu/kernels.h) on every backend,
      * same codes and scales, then integer products per block. The CPU and
-     * CUDA (with OB_CUDA_ROTATE=1, docs/cuda.md) have it for Q4_0 weights and
+     * CUDA (unless OB_CUDA_ROTATE=0, docs/cuda.md) have it for Q4_0 weights and
      * answer OB_ERR_UNSUPPORTED for others (CUDA also for rows not a
      * multiple of 64 long); the engine then uses matmul. Last in the table:
      * the CUDA table is initialized by position. */
@@ -201,8 +201,8 @@ typedef struct ob_backend_ops {
      * copied; the result equals ob_hadamard_rotate_rows_with's (the CUDA
      * kernel does the same float operations). Optional: NULL = the engine
      * does it on one thread, host memory only, so a backend whose memory is
-     * not the host's must have it to run rotated files (CUDA: with
-     * OB_CUDA_ROTATE=1). Last in the table:
+     * not the host's must have it to run rotated files (CUDA: unless
+     * OB_CUDA_ROTATE=0). Last in the table:
      * the CUDA table is initialized by position. */
     int (*hadamard_rows)(ob_backend *b, const ob_tensor *x, float *out, const float *signs);
     /* The routed experts of one mixture-of-experts FFN on the device (no

@@ -672,9 +672,9 @@ static const ob_backend_ops g_cuda_ops = {
     /* .moe_ffn = */ cuda_op_moe_ffn,
 };
 
-/* The rotated Q4_0 route (rotate.cu: hadamard_rows, matmul_a4) is opt-in,
- * OB_CUDA_ROTATE=1, until test_cuda's tests of it have run on a GPU: without
- * it the engine refuses rotated files on CUDA and keeps 8-bit activations. */
+/* The rotated Q4_0 route (rotate.cu: hadamard_rows, matmul_a4); OB_CUDA_ROTATE=0
+ * leaves it out of the table: the engine then refuses rotated files on CUDA and
+ * keeps 8-bit activations. */
 static ob_backend_ops rot_ops(void) {
     ob_backend_ops o = g_cuda_ops;
     o.matmul_a4 = cuda_op_matmul_a4; /* Q4_0 only */
@@ -800,7 +800,7 @@ extern "C" __attribute__((visibility("default"))) int ob_cuda_backend_create(con
     cuda_backend *c = (cuda_backend *)calloc(1, sizeof *c);
     if (!c) return ob_cuda_err(OB_ERR_OOM, "CUDA backend");
     const char *rot = getenv("OB_CUDA_ROTATE");
-    c->base.ops = rot && atoi(rot) == 1 ? &g_cuda_ops_rot : &g_cuda_ops;
+    c->base.ops = rot && atoi(rot) == 0 ? &g_cuda_ops : &g_cuda_ops_rot;
     c->device = device;
     int rc = backend_init(c);
     if (rc < 0) {

@@ -1,9 +1,9 @@
 /*
  * rotate.cu - the rotated Q4_0 route on the GPU (docs/quantization.md, "The
  * Hadamard route"): the activation rotation (ob_backend_ops.hadamard_rows)
- * and the W4A4 product (matmul_a4). In the ops table only with
- * OB_CUDA_ROTATE=1 (backend.cu) until test_cuda's tests of it have run on
- * a GPU (.cudacarry/run-h21.sh).
+ * and the W4A4 product (matmul_a4). In the ops table unless OB_CUDA_ROTATE=0
+ * (backend.cu); test_cuda's op_hadamard_rows, op_matmul_a4,
+ * op_rotation_shared_input and model_rotated_q4_0_vs_cpu test it.
  *
  * Rotation: a warp per 32-element block, a lane per element. Each lane
  * multiplies its value by its column's sign, then the five butterfly stages

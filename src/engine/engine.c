@@ -298,8 +298,8 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
                         rot ? rot : "?");
         else if (!ob_backend_is_cpu(c->backend) && !c->backend->ops->hadamard_rows)
             rc = ob_err(OB_ERR_UNSUPPORTED, "a rotated (--hadamard) model needs activation rotation, which the %s "
-                                            "backend does not have (CUDA: OB_CUDA_ROTATE=1 turns on its rotation, "
-                                            "slower than a plain Q4_0 file there); load it with --device cpu",
+                                            "backend does not have (CUDA: not with OB_CUDA_ROTATE=0); load it with "
+                                            "--device cpu",
                         c->backend->ops->name);
         else if (ob_gguf_get_u32(m->gguf, OB_HADAMARD_SEED_KEY, &seed) < 0)
             rc = ob_err(OB_ERR_FORMAT, "%s is missing", OB_HADAMARD_SEED_KEY);
@@ -325,7 +325,7 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
         rc = ob_err(OB_ERR_INVALID_ARG, "act_bits %d: expected 4 or 8 (0: the file's default)", p.act_bits);
     if (rc == 0) {
         /* W4A4: the default for a rotated file (the point of rotating), asked for otherwise;
-         * a backend without the path (CUDA unless OB_CUDA_ROTATE=1) keeps 8-bit activations */
+         * a backend without the path (CUDA with OB_CUDA_ROTATE=0) keeps 8-bit activations */
         int bits = p.act_bits ? p.act_bits : c->hook && c->hook->rotate ? 4 : 8;
         if (bits == 4 && !c->backend->ops->matmul_a4) {
             if (p.act_bits == 4) OB_LOGW("act_bits 4: the %s backend has no W4A4 path; using 8", c->backend->ops->name);

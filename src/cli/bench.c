@@ -52,13 +52,8 @@
 #include "../quant/quant.h"
 #include "cli.h"
 #include "onebit.h"
+#include "ob_gitstamp.h" /* OB_GIT_COMMIT, OB_BUILD_NUMBER (tools/gitstamp.cmake) */
 
-#ifndef OB_GIT_COMMIT
-#define OB_GIT_COMMIT "unknown"
-#endif
-#ifndef OB_BUILD_NUMBER
-#define OB_BUILD_NUMBER 0
-#endif
 
 #define MAX_LIST 16
 

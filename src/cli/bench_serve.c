@@ -68,10 +68,8 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "cli.h"
+#include "ob_gitstamp.h" /* OB_GIT_COMMIT, OB_BUILD_NUMBER (tools/gitstamp.cmake) */
 
-#ifndef OB_GIT_COMMIT
-#define OB_GIT_COMMIT "unknown"
-#endif
 
 #define BS_MAX_LIST 16
 #define BS_MAX_CONFIGS 8

@@ -34,13 +34,8 @@
 #include "../server/server.h"
 #include "cli.h"
 #include "onebit.h"
+#include "ob_gitstamp.h" /* OB_GIT_COMMIT, OB_BUILD_NUMBER (tools/gitstamp.cmake) */
 
-#ifndef OB_BUILD_NUMBER
-#define OB_BUILD_NUMBER 0
-#endif
-#ifndef OB_GIT_COMMIT
-#define OB_GIT_COMMIT "unknown"
-#endif
 
 enum { SET, WARN, REFUSE };
 enum { NOVAL, VAL, OPTVAL }; /* OPTVAL: takes the next argument only if it is one of `choices` */

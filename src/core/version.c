@@ -2,10 +2,8 @@
  * version.c - the version string; the commit is stamped in by CMake.
  */
 #include "onebit.h"
+#include "ob_gitstamp.h" /* OB_GIT_COMMIT, OB_BUILD_NUMBER (tools/gitstamp.cmake) */
 
-#ifndef OB_GIT_COMMIT
-#define OB_GIT_COMMIT "unknown"
-#endif
 
 #define OB_STR2(x) #x
 #define OB_STR(x) OB_STR2(x)

@@ -349,7 +349,8 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
 #define OB_S(R_, CP_) OB_TRY((mmvq_go<T, 1, 1, R_, CP_>(c, w, nin, nout, a, bias, out, ldo)))
     if (n == 1 && c->mmvq_stream && R <= 2) {
         /* the largest copy the rows' starts and runs are aligned to */
-        const uintptr_t al = (uintptr_t)w->data | (uintptr_t)w->nb[1] | (uintptr_t)mmvq_stream_shape<T>::SEG;
+        const uintptr_t al = (uintptr_t)w->data | (uintptr_t)w->nb[1] | (uintptr_t)mmvq_stream_shape<T>::SEG |
+                             (uintptr_t)(nin / ob_qdot<T>::QK * ob_qdot<T>::BYTES); /* a row's bytes (nb1 may pad) */
         const int cp = al % 16 == 0 ? 16 : al % 8 == 0 ? 8 : al % 4 == 0 ? 4 : 0;
         if (cp) {
             if (R == 2) {

@@ -290,7 +290,9 @@ template <int T, int NT, int U, int R, int CP>
 static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nout, const q8_act &a,
                    const float *bias, float *out, int64_t ldo) {
     /* CP > 0: the streaming kernel (one token), copying CP bytes at a time */
-    const void *fn = CP ? (const void *)mmvq_stream_kernel<T, R, CP ? CP : 4> : (const void *)mmvq_kernel<T, NT, U, R>;
+    const void *fn;
+    if constexpr (CP != 0) fn = (const void *)mmvq_stream_kernel<T, R, CP>;
+    else fn = (const void *)mmvq_kernel<T, NT, U, R>;
     const size_t nb1 = w->nb[1];
     const int nch = (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);
     cuda_mmvq_pend *p = &c->mmvq_pend;
@@ -323,10 +325,10 @@ static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nou
     const dim3 grid((unsigned)nblk), block(MMVQ_WARPS * OB_WARP);
     if (join) return cuda_rec_rewrite_last(c, fn, grid, 0, &s, sizeof s);
     c->rec_pdl = c->pdl; /* the recorded launch may start early (hopper.cuh) */
-    if (CP) {
+    if constexpr (CP != 0) {
         typedef mmvq_stream_shape<T> SH;
         const size_t smem = (size_t)MMVQ_WARPS * SH::S * R * SH::SEGP;
-        OB_TRY(cuda_launch(c, mmvq_stream_kernel<T, R, CP ? CP : 4>, grid, block, smem, s, nb1, nch, a));
+        OB_TRY(cuda_launch(c, mmvq_stream_kernel<T, R, CP>, grid, block, smem, s, nb1, nch, a));
     } else {
         OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, R>, grid, block, 0, s, nb1, nch, a));
     }

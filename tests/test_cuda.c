@@ -1005,6 +1005,162 @@ TEST(op_kv_write_and_attention) {
     }
 }
 
+/* A decode layer's RoPE, KV write, attention and output projection while a step is recorded
+ * into a graph: the KV write joins the RoPE launch before it (F16/F32 pools; OB_CUDA_KV_FUSE=0
+ * off) and the attention writes its output's q8 copy, which the output projection reads
+ * instead of rounding the output itself (OB_CUDA_ATTN_Q8=0 off). Both fusions do the same
+ * float operations as the separate kernels, so the pools and the projection must equal the
+ * unfused backend's bit for bit; the CPU checks the fused result against the reference.
+ * Llama's RoPE (normal and NeoX), Qwen3's per-head norms before it, Q8_0 pools (not joined:
+ * their own kernel); 1 and 3 tokens; head dimensions 64 and 128 (the vector attention and
+ * its split combine both write the copy). */
+static void decode_fusion_case(ob_backend *bk[2], ob_type kvt, int hd, int n, int variant) {
+    const int nq = 8, nk = 2;
+    const int64_t qd = (int64_t)nq * hd, kv_dim = (int64_t)nk * hd;
+    ob_rope_params p;
+    memset(&p, 0, sizeof p);
+    p.mode = variant == 0 ? OB_ROPE_NORMAL : OB_ROPE_NEOX;
+    p.n_rot = hd;
+    p.freq_base = 10000.0f;
+    p.freq_scale = 1.0f;
+    p.attn_factor = 1.0f;
+    make_tables();
+    /* head dimension 64: D's last position (1000 long: the decode splits and the combine writes
+     * the output) and C's; 128: C's alone (one tile: the vector kernel writes it) */
+    int32_t pos[3], slots[3], ids[3] = {0, 1, 2};
+    ob_attn_token toks[3];
+    for (int i = 0; i < n; i++) {
+        const int s = i == 0 && hd == 64 ? 3 : 2, ps = i == 0 ? (hd == 64 ? 999 : 2) : 3 + i;
+        pos[i] = ps;
+        slots[i] = g_tab[s][ps / KV_BS] * KV_BS + ps % KV_BS;
+        toks[i] = (ob_attn_token){g_tab[s], ps, 0};
+    }
+    ob_attn_params ap = {nq, nk, hd, 1.0f / sqrtf((float)hd), 0.0f, 0.0f};
+    act q, k, v, wq, wk, table, rows;
+    act_rand(&q, qd, n, 1.0f);
+    act_rand(&k, kv_dim, n, 1.0f);
+    act_rand(&v, kv_dim, n, 1.0f);
+    act_rand(&wq, hd, 1, 1.0f);
+    act_rand(&wk, hd, 1, 1.0f);
+    act_rand(&table, 32, 4, 1.0f);
+    act_new(&rows, 32, n, NULL);
+    wt wo;
+    wt_new(&wo, OB_TYPE_Q4_K, qd, 256, 1.0f);
+    /* the rest of the cache: random rows written once, the same for both backends */
+    kvpair kv;
+    kv_new(&kv, kvt, kv_dim, KV_BS, KV_BLOCKS);
+    {
+        const int64_t ns = (int64_t)KV_BLOCKS * KV_BS;
+        int32_t *all = malloc(sizeof(int32_t) * (size_t)ns);
+        for (int64_t i = 0; i < ns; i++) all[i] = (int32_t)i;
+        act k0, v0;
+        act_rand(&k0, kv_dim, ns, 1.0f);
+        act_rand(&v0, kv_dim, ns, 1.0f);
+        CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv.g, 0, &k0.g, &v0.g, all));
+        CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &k0.c, &v0.c, all));
+        act_free(&k0);
+        act_free(&v0);
+        free(all);
+    }
+    const size_t pool = (size_t)kv.g.n_slots * kv.g.row_bytes;
+    uint8_t *saved_k = malloc(pool), *saved_v = malloc(pool), *got_k[2], *got_v[2];
+    CHECK_OK(g_gpu->ops->download(g_gpu, saved_k, kv.gk, pool));
+    CHECK_OK(g_gpu->ops->download(g_gpu, saved_v, kv.gv, pool));
+    float *got_o[2], *got_att[2];
+    for (int b = 0; b < 2; b++) {
+        ob_backend *g = bk[b];
+        CHECK_OK(g_gpu->ops->upload(g_gpu, kv.gk, saved_k, pool));
+        CHECK_OK(g_gpu->ops->upload(g_gpu, kv.gv, saved_v, pool));
+        act qo, ko, att, o;
+        act_new(&qo, qd, n, q.c.data);
+        act_new(&ko, kv_dim, n, k.c.data);
+        act_new(&att, qd, n, NULL);
+        act_new(&o, 256, n, NULL);
+        CHECK_OK(g_gpu->ops->sync(g_gpu));
+        ob_tensor tr = rows.g;
+        CHECK_OK(g->ops->get_rows(g, &table.g, ids, n, &tr)); /* starts the recording */
+        if (variant == 2) {
+            CHECK_OK(g->ops->rms_norm(g, &qo.g, &wq.g, 1e-6f, hd, &qo.g));
+            CHECK_OK(g->ops->rms_norm(g, &ko.g, &wk.g, 1e-6f, hd, &ko.g));
+        }
+        CHECK_OK(g->ops->rope(g, &qo.g, nq, hd, pos, &p));
+        CHECK_OK(g->ops->rope(g, &ko.g, nk, hd, pos, &p));
+        CHECK_OK(g->ops->kv_write(g, &kv.g, 0, &ko.g, &v.g, slots));
+        CHECK_OK(g->ops->attention(g, &kv.g, 0, &qo.g, toks, &ap, &att.g));
+        CHECK_OK(g->ops->matmul(g, &wo.g, &att.g, NULL, &o.g));
+        got_k[b] = malloc(pool);
+        got_v[b] = malloc(pool);
+        got_o[b] = malloc((size_t)(256 * n) * sizeof(float));
+        got_att[b] = malloc((size_t)(qd * n) * sizeof(float));
+        CHECK_OK(g->ops->download(g, got_o[b], o.g.data, (size_t)(256 * n) * sizeof(float)));
+        CHECK_OK(g->ops->download(g, got_att[b], att.g.data, (size_t)(qd * n) * sizeof(float)));
+        CHECK_OK(g->ops->download(g, got_k[b], kv.gk, pool));
+        CHECK_OK(g->ops->download(g, got_v[b], kv.gv, pool));
+        if (b == 0) { /* the CPU reference of the same ops */
+            ob_tensor qc = qo.c, kc = ko.c;
+            if (variant == 2) {
+                CHECK_OK(g_cpu->ops->rms_norm(g_cpu, &qc, &wq.c, 1e-6f, hd, &qc));
+                CHECK_OK(g_cpu->ops->rms_norm(g_cpu, &kc, &wk.c, 1e-6f, hd, &kc));
+            }
+            CHECK_OK(g_cpu->ops->rope(g_cpu, &qc, nq, hd, pos, &p));
+            CHECK_OK(g_cpu->ops->rope(g_cpu, &kc, nk, hd, pos, &p));
+            CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &kc, &v.c, slots));
+            CHECK_OK(g_cpu->ops->attention(g_cpu, &kv.c, 0, &qc, toks, &ap, &att.c));
+            CHECK_OK(g_cpu->ops->matmul(g_cpu, &wo.c, &att.c, NULL, &o.c));
+            const double ea = nmse(got_att[0], att.c.data, (size_t)(qd * n));
+            const double eo = nmse(got_o[0], o.c.data, (size_t)(256 * n));
+            /* loose: the RoPE may differ from the CPU's in the last bit, which the pools' rounding
+             * can carry; the fused-vs-separate comparison below is the exact one */
+            CHECK_MSG(ea < 1e-6 && eo < cpu_bound(OB_TYPE_Q4_K),
+                      "%s hd %d, %d tokens, variant %d: NMSE vs CPU attention %.3g, projection %.3g",
+                      ob_type_name(kvt), hd, n, variant, ea, eo);
+        }
+        act_free(&qo);
+        act_free(&ko);
+        act_free(&att);
+        act_free(&o);
+    }
+    CHECK_MSG(memcmp(got_k[0], got_k[1], pool) == 0 && memcmp(got_v[0], got_v[1], pool) == 0,
+              "%s hd %d, %d tokens, variant %d: the joined KV write differs from the separate one",
+              ob_type_name(kvt), hd, n, variant);
+    CHECK_MSG(memcmp(got_att[0], got_att[1], (size_t)(qd * n) * sizeof(float)) == 0 &&
+                  memcmp(got_o[0], got_o[1], (size_t)(256 * n) * sizeof(float)) == 0,
+              "%s hd %d, %d tokens, variant %d: attention or projection with the q8 copy differs", ob_type_name(kvt),
+              hd, n, variant);
+    for (int b = 0; b < 2; b++) free(got_k[b]), free(got_v[b]), free(got_o[b]), free(got_att[b]);
+    free(saved_k);
+    free(saved_v);
+    kv_free(&kv);
+    wt_free(&wo);
+    act_free(&q);
+    act_free(&k);
+    act_free(&v);
+    act_free(&wq);
+    act_free(&wk);
+    act_free(&table);
+    act_free(&rows);
+}
+
+TEST(op_decode_fusions) {
+    NEED_GPU();
+    ob_backend *bk[2] = {NULL, NULL}; /* 0: fused (the default), 1: OB_CUDA_KV_FUSE=0 OB_CUDA_ATTN_Q8=0 */
+    CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
+    setenv("OB_CUDA_KV_FUSE", "0", 1);
+    setenv("OB_CUDA_ATTN_Q8", "0", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
+    unsetenv("OB_CUDA_KV_FUSE");
+    unsetenv("OB_CUDA_ATTN_Q8");
+    if (!bk[0] || !bk[1]) goto done;
+    static const ob_type kvts[] = {OB_TYPE_F16, OB_TYPE_F32, OB_TYPE_Q8_0};
+    for (int t = 0; t < 3; t++)
+        for (int hd = 64; hd <= 128; hd *= 2)
+            for (int n = 1; n <= 3; n += 2)
+                for (int variant = 0; variant < 3; variant++) decode_fusion_case(bk, kvts[t], hd, n, variant);
+done:
+    ob_backend_free(bk[0]);
+    ob_backend_free(bk[1]);
+}
+
 /* Prompt runs on the tensor-core kernel: long runs cut into 64-row tiles (D: 300 positions from
  * 0, 4 tiles and a 44-row one), a sliding window (A 200..299 seeing 100 back), a run over blocks
  * shared with another sequence (B 100..149), a run of exactly 16 (C is too short: its 5 tokens

@@ -34,7 +34,9 @@
 #include <math.h>
 
 #include "attention.cuh"
+#include "elementwise.cuh"
 #include "hopper.cuh"
+#include "matmul.cuh"
 #include "quant.cuh"
 
 #define ATT_TILE 32
@@ -70,6 +72,8 @@ typedef struct attn_args {
     int hsplit;      /* vector kernel: blocks sharing a KV head's query heads (grid.y = n_head_kv * hsplit) */
     float *part_acc; /* [n][n_head][splits][hd] */
     float *part_ml;  /* [n][n_head][splits][2] */
+    int8_t *qx;      /* not NULL: the output's q8 copy too (mmvq.cuh layout, rows of n_head * hd), */
+    float *dx;       /* which the output projection then reads instead of rounding the output */
 } attn_args;
 
 /* Positions start..end (inclusive; empty when start > end) of token tk that split sp covers:
@@ -325,7 +329,10 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
                 o += sa[(w * GT + g) * hd + d] * f;
             }
         if (!a.part_acc) {
-            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * hd + d] = L > 0.0f ? o / L : 0.0f;
+            const float v = L > 0.0f ? o / L : 0.0f;
+            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * hd + d] = v;
+            /* whole warps: G * hd and the warp's first i are multiples of 32 */
+            if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * hd, tk.row, (int64_t)(hb + g) * hd + d, v);
         } else {
             const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
             a.part_acc[part * hd + d] = o;
@@ -337,7 +344,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
 /* One block per (token, head): merge the splits' partials. */
 __global__ void attention_combine_kernel(const float *__restrict__ part_acc, const float *__restrict__ part_ml,
                                          const attn_tok *__restrict__ toks, int splits, int n_head, int hd,
-                                         float *out, int64_t ldo) {
+                                         float *out, int64_t ldo, int8_t *__restrict__ qx, float *__restrict__ dx) {
     ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int t = blockIdx.x / n_head, h = blockIdx.x % n_head;
     const int64_t base = ((int64_t)t * n_head + h) * splits;
@@ -354,6 +361,8 @@ __global__ void attention_combine_kernel(const float *__restrict__ part_acc, con
             o += part_acc[(base + s) * hd + d] * expf(m - M);
         }
         out[(int64_t)toks[t].row * ldo + (int64_t)h * hd + d] = o * inv;
+        /* whole warps: hd and the block are multiples of 32 when qx is set */
+        if (qx) q8_put_warp(qx, dx, (int64_t)n_head * hd, toks[t].row, (int64_t)h * hd + d, o * inv);
     }
 }
 
@@ -526,6 +535,8 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     a.splits = splits;
     a.split_tiles = split_tiles;
     a.part_acc = a.part_ml = NULL;
+    a.qx = NULL;
+    a.dx = NULL;
     if (splits > 1 || c->invariant) {
         const size_t parts = (size_t)n_rest * (size_t)p->n_head * (size_t)splits;
         OB_TRY(cuda_scratch(c, &c->attn_scratch, &c->attn_scratch_bytes, parts * ((size_t)hd + 2) * sizeof(float)));
@@ -542,7 +553,15 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     a.hsplit = 1;
     /* the vector kernel: F16/Q8_0 cache, head dimension 64/128/256, up to 8 query heads per KV head */
     const int epl = hd / OB_WARP;
-    if (c->attn_vec && kti != 0 && hd % OB_WARP == 0 && (epl == 2 || epl == 4 || epl == 8) && G <= 8) {
+    const bool vec = c->attn_vec && kti != 0 && hd % OB_WARP == 0 && (epl == 2 || epl == 4 || epl == 8) && G <= 8;
+    /* a decode batch (every token here, none in the tensor-core tiles): the output's q8 copy
+     * for the output projection is written by whichever kernel writes the output (the vector
+     * kernel or the combine), so the product does not round it in a launch of its own */
+    if (c->attn_q8 && n_tiles == 0 && n <= c->mmv_max && hd % OB_WARP == 0 && (vec || a.part_acc) &&
+        out->ne[0] == (int64_t)p->n_head * hd) {
+        OB_TRY(cuda_q8_target(c, n, out->ne[0], &a.qx, &a.dx));
+    }
+    if (vec) {
         /* few blocks (decode of one or a few sequences at short context: 4 KV heads make 4
          * blocks): the query heads of a KV head go to separate blocks, which read the same K/V
          * rows (from L2) but each sum fewer heads a position. Not in batch-invariant mode,
@@ -584,8 +603,9 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
         cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n_rest * p->n_head), threads, 0,
-            a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo));
+            a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo, a.qx, a.dx));
     }
+    if (a.qx) cuda_q8_made(c, out->data, n, out->ne[0]);
     return 0;
 }
 
@@ -638,6 +658,12 @@ int cuda_op_kv_write(ob_backend *b, const ob_kv_store *kv, int il, const ob_tens
     const int64_t ldk = (int64_t)(k->nb[1] / 4), ldv = (int64_t)(v->nb[1] / 4);
     uint8_t *kp = (uint8_t *)kv->k[il], *vp = (uint8_t *)kv->v[il];
     const int32_t *ds = (const int32_t *)d_slots;
+    if (kti != 2) { /* F32/F16 pools: the RoPE launch just before may write the rows (elementwise.cu) */
+        const rope_kv_args rk = {kp, vp, kv->row_bytes, ds, (const float *)v->data, ldv, kti == 0 ? 1 : 2};
+        const int joined = cuda_rope_kv_join(c, (const float *)k->data, ldk, (const float *)v->data, ldv, n, kv->kv_dim, rk);
+        OB_TRY(joined);
+        if (joined) return 0;
+    }
     if (kti == 2) {
         const dim3 grid(ob_div_up((size_t)(kv->kv_dim / 32), 8), (unsigned)n, 2);
         cuda_pdl_next(c);

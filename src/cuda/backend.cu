@@ -734,6 +734,8 @@ static int backend_init(cuda_backend *c) {
     c->graph_dump = getenv("OB_CUDA_GRAPH_DUMP") && atoi(getenv("OB_CUDA_GRAPH_DUMP")) == 1;
     c->norm_vec = !(getenv("OB_CUDA_NORM_VEC") && atoi(getenv("OB_CUDA_NORM_VEC")) == 0);
     c->qk_fuse = !(getenv("OB_CUDA_QK_FUSE") && atoi(getenv("OB_CUDA_QK_FUSE")) == 0);
+    c->kv_fuse = !(getenv("OB_CUDA_KV_FUSE") && atoi(getenv("OB_CUDA_KV_FUSE")) == 0);
+    c->attn_q8 = !(getenv("OB_CUDA_ATTN_Q8") && atoi(getenv("OB_CUDA_ATTN_Q8")) == 0);
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     {
         int major = 0;

@@ -100,6 +100,17 @@ typedef struct cuda_pending_gnorm {
     float eps;
 } cuda_pending_gnorm;
 
+/* A KV-cache write joined to the RoPE kernel before it (elementwise.cu): the
+ * rotated k rows and the v rows go to the pools at slots[token]; kt 0: none,
+ * 1: F32 pools, 2: F16 pools (Q8_0 pools keep their own kernel). */
+typedef struct rope_kv_args {
+    uint8_t *kpool, *vpool;
+    size_t row_bytes;
+    const int32_t *slots;
+    const float *v;
+    int64_t ldv;
+    int64_t kt; /* 64 bits: no padding, the graph compares argument bytes */
+} rope_kv_args;
 /* The arguments of the fused q/k norm + RoPE kernel (elementwise.cu). */
 typedef struct qk_norm_rope_args {
     const float *xq, *xk;
@@ -112,11 +123,13 @@ typedef struct qk_norm_rope_args {
     const float *tab;
     float freq_scale, mscale;
     bool ext, rope2;
+    rope_kv_args kv;
 } qk_norm_rope_args;
 
 /* That kernel recorded last, its k not rotated yet: the RoPE of k turns rope2 on. */
 typedef struct cuda_qknr_pend {
     unsigned long long op;
+    unsigned long long roped_op; /* the op that turned rope2 on (a KV write right after may join) */
     int rec;
     qk_norm_rope_args args;
     dim3 grid;
@@ -127,6 +140,21 @@ typedef struct cuda_qknr_pend {
     bool ext;
 } cuda_qknr_pend;
 
+/* The RoPE of q and k in one launch recorded last (elementwise.cu), which
+ * the KV write right after may join: its launch, to be made again. */
+typedef struct cuda_pending_rope2 {
+    unsigned long long op;
+    int rec;
+    size_t rec_off;
+    dim3 grid;
+    float *x, *x2;
+    int64_t ldx, ldx2, n;
+    int n_head, n_head2, head_dim, half;
+    bool neox, ext;
+    const int32_t *pos;
+    const float *tab;
+    float freq_scale, mscale;
+} cuda_pending_rope2;
 /* The decode product recorded last, which the next product of the same input
  * may join (mmvq.cu, mmv16.cu). */
 typedef struct cuda_mmvq_pend {
@@ -266,6 +294,9 @@ typedef struct cuda_backend {
     bool rec_pdl;               /* the next recorded launch gets one (cleared when recorded) */
     bool pdl_all;               /* also the small kernels of a decode step (OB_CUDA_PDL_ALL=0: the products only) */
     cuda_pending_rope last_rope;
+    cuda_pending_rope2 last_rope2;
+    bool kv_fuse;               /* the KV write joins the RoPE before it (OB_CUDA_KV_FUSE=0: off) */
+    bool attn_q8;               /* decode attention also writes its output's q8 copy (OB_CUDA_ATTN_Q8=0: off) */
     cuda_pending_gnorm last_gnorm[2]; /* by the parity of their op number */
     cuda_qknr_pend last_qknr;
     bool qk_fuse;               /* q/k per-head norms and RoPE in one kernel (OB_CUDA_QK_FUSE=0: off) */
@@ -358,7 +389,26 @@ static __device__ __forceinline__ float warp_max(float v) {
     for (int o = OB_WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(OB_FULL_MASK, v, o));
     return v;
 }
+static __device__ __forceinline__ void q8_put_warp(int8_t *qx, float *dx, int64_t nin, int64_t row, int64_t col,
+                                                   float o) {
+    const float amax = warp_max(fabsf(o));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float q = roundf(o * id);
+    qx[row * nin + col] = (int8_t)q;
+    const float sum = warp_sum(q); /* small integers: exact */
+    if (threadIdx.x % OB_WARP == 0) {
+        float *p = dx + 2 * (row * (nin / 32) + col / 32);
+        p[0] = d;
+        p[1] = d * sum;
+    }
+}
 
+/* A warp's 32 consecutive values o (lane i: column col, col - lane a multiple
+ * of 32) of row `row` into the q8 layout of mmvq.cuh (rows of nin bytes,
+ * nin / 32 pairs of floats): the operations of q8_act_kernel, so the copy is
+ * the one the product would make itself. Every lane of the warp calls it. */
+static __device__ __forceinline__ void q8_put_warp(int8_t *qx, float *dx, int64_t nin, int64_t row, int64_t col,
+                                                   float o);
 /* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024);
  * every thread gets the result. `red` holds 32 floats of shared memory. */
 static __device__ __forceinline__ float block_sum(float v, float *red) {

@@ -280,23 +280,43 @@ int cuda_op_layer_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, co
 
 /* ---- RoPE ---- */
 
+/* An element of a KV row into a pool row (F32 or F16, as kv_write_kernel writes it). */
+static __device__ __forceinline__ void kv_put(uint8_t *row, int64_t kt, int64_t e, float v) {
+    if (kt == 1) ((float *)row)[e] = v;
+    else ((uint16_t *)row)[e] = ob_f2h(v);
+}
+
 /* tab[0..half) = inverse frequency of pair i (freq_factors applied),
  * tab[half..2 half) = YaRN ramp of pair i (0 without YaRN). */
+
 __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int half, bool neox,
                             const int32_t *__restrict__ pos, const float *__restrict__ tab, float freq_scale,
-                            float mscale, bool ext, float *x2, int64_t ldx2, int n_head2) {
+                            float mscale, bool ext, float *x2, int64_t ldx2, int n_head2, rope_kv_args kv) {
     ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     /* a thread per (pair, head): a decode token's 32 x 64 rotations run in
      * parallel, not 32 heads one after another in 64 threads. x2 (n_head2
      * heads, may be NULL): a second tensor rotated the same way - q and k in
-     * one launch */
+     * one launch. kv.kt (x2 is k, half * 2 == head_dim): the rotated k and,
+     * by the threads after the pairs, the v row (two elements a thread) go
+     * to the KV pools too - the KV write in the same launch */
     const float p = (float)pos[blockIdx.y];
     int gi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= half * (n_head + n_head2)) return;
+    if (gi >= half * (n_head + n_head2)) {
+        if (!kv.kt) return;
+        const int j = gi - half * (n_head + n_head2);
+        if (j >= half * n_head2) return; /* kv_dim / 2 pairs of v elements */
+        uint8_t *dst = kv.vpool + (size_t)kv.slots[blockIdx.y] * kv.row_bytes;
+        const float *vr = kv.v + (int64_t)blockIdx.y * kv.ldv;
+        kv_put(dst, kv.kt, 2 * j, vr[2 * j]);
+        kv_put(dst, kv.kt, 2 * j + 1, vr[2 * j + 1]);
+        return;
+    }
     float *row = x + (int64_t)blockIdx.y * ldx;
+    uint8_t *krow = NULL;
     if (gi >= half * n_head) {
         gi -= half * n_head;
         row = x2 + (int64_t)blockIdx.y * ldx2;
+        if (kv.kt) krow = kv.kpool + (size_t)kv.slots[blockIdx.y] * kv.row_bytes;
     }
     {
         const int i = gi % half, h = gi / half;
@@ -311,8 +331,13 @@ __global__ void rope_kernel(float *x, int64_t ldx, int n_head, int head_dim, int
         const int a = neox ? i : 2 * i, bb = neox ? i + half : 2 * i + 1;
         float *v = row + (int64_t)h * head_dim;
         const float x0 = v[a], x1 = v[bb];
-        v[a] = x0 * cs - x1 * sn;
-        v[bb] = x0 * sn + x1 * cs;
+        const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+        v[a] = y0;
+        v[bb] = y1;
+        if (krow) {
+            kv_put(krow, kv.kt, (int64_t)h * head_dim + a, y0);
+            kv_put(krow, kv.kt, (int64_t)h * head_dim + bb, y1);
+        }
     }
 }
 
@@ -329,7 +354,15 @@ __global__ void __launch_bounds__(128) qk_norm_rope_kernel(const qk_norm_rope_ar
     ob_pdl_wait(); /* launched early in a graph (cuda_pdl_next): nothing is touched before */
     constexpr int E = D / OB_WARP, HALF = D / 2;
     const int hg = blockIdx.x * 4 + threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP, t = blockIdx.y;
-    if (hg >= a.nq + a.nk) return; /* whole warps */
+    if (hg >= a.nq + a.nk) { /* whole warps; with a KV write, the warps after k's copy v's heads */
+        if (!a.kv.kt || hg >= a.nq + 2 * a.nk) return;
+        const int h = hg - a.nq - a.nk;
+        uint8_t *dst = a.kv.vpool + (size_t)a.kv.slots[t] * a.kv.row_bytes;
+        const float *vr = a.kv.v + t * a.kv.ldv + (int64_t)h * D;
+#pragma unroll
+        for (int e = 0; e < E; e++) kv_put(dst, a.kv.kt, (int64_t)h * D + lane + OB_WARP * e, vr[lane + OB_WARP * e]);
+        return;
+    }
     const bool isk = hg >= a.nq;
     const int h = isk ? hg - a.nq : hg;
     const float *xr = (isk ? a.xk + t * a.ldxk : a.xq + t * a.ldxq) + (int64_t)h * D;
@@ -366,6 +399,17 @@ __global__ void __launch_bounds__(128) qk_norm_rope_kernel(const qk_norm_rope_ar
     }
 #pragma unroll
     for (int e = 0; e < E; e++) yr[lane + OB_WARP * e] = v[e];
+    if (isk && a.kv.kt) {
+        uint8_t *dst = a.kv.kpool + (size_t)a.kv.slots[t] * a.kv.row_bytes;
+#pragma unroll
+        for (int e = 0; e < E; e++) kv_put(dst, a.kv.kt, (int64_t)h * D + lane + OB_WARP * e, v[e]);
+    }
+}
+
+static const void *qk_norm_rope_fn(int head_dim) {
+    return head_dim == 64 ? (const void *)qk_norm_rope_kernel<64>
+           : head_dim == 128 ? (const void *)qk_norm_rope_kernel<128>
+                             : (const void *)qk_norm_rope_kernel<256>;
 }
 
 /* Whether the fused q/k kernel could see one norm's output in the other's input (or both
@@ -391,6 +435,13 @@ static bool qk_overlap(const cuda_pending_gnorm *q, const cuda_pending_gnorm *k)
 /* As cpu_backend.c's yarn_corr_dim. */
 static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base) {
     return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* The joined RoPE of q and k (and a KV write when kv.kt). */
+static int rope2_launch(cuda_backend *c, const cuda_pending_rope2 *r2, const rope_kv_args &kv) {
+    cuda_pdl_next(c);
+    return cuda_launch(c, rope_kernel, r2->grid, 128, 0, r2->x, r2->ldx, r2->n_head, r2->head_dim, r2->half, r2->neox,
+                       r2->pos, r2->tab, r2->freq_scale, r2->mscale, r2->ext, r2->x2, r2->ldx2, r2->n_head2, kv);
 }
 
 int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const int32_t *pos, const ob_rope_params *p) {
@@ -444,10 +495,9 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
         memcpy(&ra, &qp->args, sizeof ra); /* padding too: the graph compares launches byte for byte */
         ra.rope2 = true;
         qp->op = 0;
-        const void *fn = head_dim == 64 ? (const void *)qk_norm_rope_kernel<64>
-                         : head_dim == 128 ? (const void *)qk_norm_rope_kernel<128>
-                                           : (const void *)qk_norm_rope_kernel<256>;
-        return cuda_rec_rewrite_last(c, fn, qp->grid, 0, &ra, sizeof ra);
+        qp->args.rope2 = true;
+        qp->roped_op = c->n_ops; /* the KV write right after may join too (cuda_op_kv_write) */
+        return cuda_rec_rewrite_last(c, qk_norm_rope_fn(head_dim), qp->grid, 0, &ra, sizeof ra);
     }
     const cuda_pending_gnorm *gq = &c->last_gnorm[(c->n_ops - 2) & 1], *gk = &c->last_gnorm[(c->n_ops - 1) & 1];
     if (c->recording && c->qk_fuse && neox && 2 * half == head_dim &&
@@ -483,11 +533,17 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
         /* the rope just recorded (q) used the same positions and table: rotate both in one launch */
         c->n_recs--;
         c->rec_used = pr->rec_off;
-        dim3 grid2(ob_div_up((size_t)half * (size_t)(pr->n_head + n_head), (size_t)threads), (unsigned)n);
-        cuda_pdl_next(c);
-        OB_TRY(cuda_launch(c, rope_kernel, grid2, threads, 0, pr->x, pr->ldx, pr->n_head, head_dim, half, neox,
-                           (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext,
-                           (float *)x->data, ldx, n_head));
+        cuda_pending_rope2 *r2 = &c->last_rope2;
+        r2->rec = c->n_recs, r2->rec_off = c->rec_used;
+        r2->grid = dim3(ob_div_up((size_t)half * (size_t)(pr->n_head + n_head), (size_t)threads), (unsigned)n);
+        r2->x = pr->x, r2->ldx = pr->ldx, r2->n_head = pr->n_head, r2->head_dim = head_dim, r2->half = half;
+        r2->neox = neox, r2->pos = (const int32_t *)d_pos, r2->tab = (const float *)d_tab;
+        r2->freq_scale = p->freq_scale, r2->mscale = mscale, r2->ext = ext;
+        r2->x2 = (float *)x->data, r2->ldx2 = ldx, r2->n_head2 = n_head, r2->n = n;
+        rope_kv_args none;
+        memset(&none, 0, sizeof none);
+        OB_TRY(rope2_launch(c, r2, none));
+        r2->op = c->n_ops; /* the KV write right after may join (cuda_op_kv_write) */
         pr->op = 0;
         return 0;
     }
@@ -509,9 +565,54 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     }
     dim3 grid(ob_div_up((size_t)half * (size_t)n_head, (size_t)threads), (unsigned)n);
     cuda_pdl_next(c);
+    rope_kv_args none;
+    memset(&none, 0, sizeof none);
     OB_TRY(cuda_launch(c, rope_kernel, grid, threads, 0, (float *)x->data, ldx, n_head, head_dim, half, neox,
                        (const int32_t *)d_pos, (const float *)d_tab, p->freq_scale, mscale, ext, (float *)NULL,
-                       (int64_t)0, 0));
+                       (int64_t)0, 0, none));
+    return 0;
+}
+
+/* A byte range [lo, hi) of n rows of ld floats, each d long. */
+static bool rows_overlap(const void *a, int64_t lda, int64_t da, const void *b, int64_t ldb, int64_t db, int64_t n) {
+    const uintptr_t alo = (uintptr_t)a, ahi = (uintptr_t)((const float *)a + (n - 1) * lda + da);
+    const uintptr_t blo = (uintptr_t)b, bhi = (uintptr_t)((const float *)b + (n - 1) * ldb + db);
+    return alo < bhi && blo < ahi;
+}
+
+int cuda_rope_kv_join(cuda_backend *c, const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t n,
+                      int64_t kv_dim, const rope_kv_args &kv) {
+    if (!c->recording || !c->kv_fuse) return 0;
+    /* q and k rotated by the launch just recorded, k being this write's k */
+    cuda_pending_rope2 *r2 = &c->last_rope2;
+    if (r2->op + 1 == c->n_ops && r2->rec + 1 == c->n_recs && r2->x2 == k && r2->ldx2 == ldk && r2->n == n &&
+        2 * r2->half == r2->head_dim && (int64_t)r2->n_head2 * r2->head_dim == kv_dim &&
+        !rows_overlap(v, ldv, kv_dim, r2->x, r2->ldx, (int64_t)r2->n_head * r2->head_dim, n) &&
+        !rows_overlap(v, ldv, kv_dim, k, ldk, kv_dim, n)) {
+        c->n_recs--;
+        c->rec_used = r2->rec_off;
+        r2->op = 0;
+        const int threads = 128;
+        r2->grid.x = ob_div_up((size_t)r2->half * (size_t)(r2->n_head + 2 * r2->n_head2), (size_t)threads);
+        OB_TRY(rope2_launch(c, r2, kv));
+        return 1;
+    }
+    /* q and k normed and rotated by the fused kernel just recorded */
+    cuda_qknr_pend *qp = &c->last_qknr;
+    const qk_norm_rope_args &qa = qp->args;
+    if (qp->roped_op + 1 == c->n_ops && qp->rec + 1 == c->n_recs && qa.rope2 && qa.yk == k && qa.ldyk == ldk &&
+        qp->n == n && (int64_t)qa.nk * qp->d == kv_dim &&
+        !rows_overlap(v, ldv, kv_dim, qa.yq, qa.ldyq, (int64_t)qa.nq * qp->d, n) &&
+        !rows_overlap(v, ldv, kv_dim, qa.xq, qa.ldxq, (int64_t)qa.nq * qp->d, n) &&
+        !rows_overlap(v, ldv, kv_dim, qa.xk, qa.ldxk, kv_dim, n) && !rows_overlap(v, ldv, kv_dim, k, ldk, kv_dim, n)) {
+        qk_norm_rope_args ra;
+        memcpy(&ra, &qa, sizeof ra);
+        ra.kv = kv;
+        qp->roped_op = 0;
+        const dim3 grid((unsigned)ob_div_up((size_t)(ra.nq + 2 * ra.nk), 4), qp->grid.y);
+        OB_TRY(cuda_rec_rewrite_last(c, qk_norm_rope_fn(qp->d), grid, 0, &ra, sizeof ra));
+        return 1;
+    }
     return 0;
 }
 

@@ -21,4 +21,11 @@ int cuda_op_gather_rows(ob_backend *b, const ob_tensor *x, const int32_t *idx, i
 /* ids[r] = argmax of row r (ob_backend_ops.argmax_rows). */
 int cuda_op_argmax_rows(ob_backend *b, const ob_tensor *x, int32_t *ids);
 
+/* The KV write of k and v joined to the launch recorded just before it - the
+ * RoPE of q and k, plain or fused with their norms - when that rotated this
+ * k and v is not one of its inputs or outputs: 1 when joined, 0 when the
+ * caller must write the rows itself. */
+int cuda_rope_kv_join(cuda_backend *c, const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t n,
+                      int64_t kv_dim, const rope_kv_args &kv);
+
 #endif

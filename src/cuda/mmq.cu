@@ -30,6 +30,14 @@
  * so two steps are in flight. When rows are few, the 256-element steps are
  * split over S blocks (grid z) that write partial sums; a second kernel adds
  * them in a fixed order (no atomics: the same input gives the same bits).
+ * (Summing them in the kernel instead - the last block of a tile to finish,
+ * found by a counter, adds the tile's partials - was 19% slower on the 8B's
+ * 64-token step: bench/RESULTS.md, CUDA session 8.)
+ *
+ * Per piece and output the float work is an I2F and two or three FMAs
+ * (written out: the same operations for every token, batch-invariant
+ * mode); Q4_0's codes go in as signed bytes (no offset term), Q6_K's two
+ * 16-element halves are weighed by their integer scales in integers.
  *
  * Types: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K with rows a multiple of 256 long;
  * others go through the dequantize-and-cuBLAS route. The tensor-core
@@ -97,6 +105,7 @@ static __device__ __forceinline__ void k4_scale_min_words(uint32_t w0, uint32_t 
 
 template <> struct mmq_w<OB_TYPE_Q4_K> {
     static constexpr int SUB = 32;
+    static constexpr bool MIN = true;
     struct raw {
         uint4 head, c0, c1; /* d, dmin, 12 scale bytes; the 32 code bytes of the piece's pair */
     };
@@ -121,6 +130,7 @@ template <> struct mmq_w<OB_TYPE_Q4_K> {
 
 template <> struct mmq_w<OB_TYPE_Q5_K> {
     static constexpr int SUB = 32;
+    static constexpr bool MIN = true;
     struct raw {
         uint4 head, h0, h1, c0, c1; /* d, dmin, scales; the 32 high-bit bytes; the pair's 32 code bytes */
     };
@@ -149,9 +159,12 @@ template <> struct mmq_w<OB_TYPE_Q5_K> {
 /* Q6_K (210 bytes, 2-byte aligned): ql[128], qh[64], scales[16], d. Piece p:
  * h = p / 4, k = p % 4; low nibble from ql[64 h + 32 (k & 1) + l] >> 4 (k >> 1),
  * two high bits from qh[32 h + l] >> 2 k; the code minus 32 is the signed
- * value. Two 16-element sub-blocks: two scales. */
+ * value. Two 16-element sub-blocks with integer scales: decode gives the
+ * two scales as integers (their bits in dw[0], dw[1]) and the block's d in
+ * mw; the kernel weighs the two halves' integer sums by them in integers. */
 template <> struct mmq_w<OB_TYPE_Q6_K> {
     static constexpr int SUB = 16;
+    static constexpr bool MIN = false;
     struct raw {
         uint32_t l[8], h[8];
         uint32_t sc; /* scales[2p], scales[2p + 1] */
@@ -174,17 +187,18 @@ template <> struct mmq_w<OB_TYPE_Q6_K> {
 #pragma unroll
         for (int i = 0; i < 8; i++)
             q[i] = ob_vsub4(((r.l[i] >> sl) & 0x0F0F0F0Fu) | (((r.h[i] >> sh) & 0x03030303u) << 4), 0x20202020u);
-        const float d = ob_h2f((uint16_t)r.d);
-        dw[0] = d * (float)(int8_t)(r.sc & 0xffu);
-        dw[1] = d * (float)(int8_t)(r.sc >> 8);
-        mw = 0.0f;
+        dw[0] = __int_as_float((int)(int8_t)(r.sc & 0xffu));
+        dw[1] = __int_as_float((int)(int8_t)(r.sc >> 8));
+        mw = ob_h2f((uint16_t)r.d);
     }
 };
 
 /* Q4_0 (18 bytes, 2-byte aligned): the piece is block 8 kb + p; low nibbles
- * are elements 0..15, high nibbles 16..31, value q - 8. */
+ * are elements 0..15, high nibbles 16..31, value q - 8 (the codes go to the
+ * tensor cores as the signed bytes q - 8, so there is no offset term). */
 template <> struct mmq_w<OB_TYPE_Q4_0> {
     static constexpr int SUB = 32;
+    static constexpr bool MIN = false;
     struct raw {
         uint32_t c[4];
         uint32_t d;
@@ -197,16 +211,18 @@ template <> struct mmq_w<OB_TYPE_Q4_0> {
     }
     static __device__ __forceinline__ void decode(const raw &r, int, uint32_t q[8], float dw[2], float &mw) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = r.c[i] & 0x0F0F0F0Fu, q[4 + i] = (r.c[i] >> 4) & 0x0F0F0F0Fu;
+        for (int i = 0; i < 4; i++)
+            q[i] = ob_vsub4(r.c[i] & 0x0F0F0F0Fu, 0x08080808u), q[4 + i] = ob_vsub4((r.c[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
         const float d = ob_h2f((uint16_t)r.d);
         dw[0] = dw[1] = d;
-        mw = -8.0f * d;
+        mw = 0.0f;
     }
 };
 
 /* Q8_0 (34 bytes, 2-byte aligned): block 8 kb + p, 32 signed bytes. */
 template <> struct mmq_w<OB_TYPE_Q8_0> {
     static constexpr int SUB = 32;
+    static constexpr bool MIN = false;
     struct raw {
         uint32_t c[8];
         uint32_t d;
@@ -232,9 +248,11 @@ template <int BM, int BN> struct mmq_smem {
     int8_t x[BN][MMQ_LDS];
     /* scales stored piece-major (a warp's fragment reads 8 consecutive rows or 4 tokens of one
      * piece: one shared-memory wavefront) with a padded row (the decode's stores spread over banks) */
-    float wd[16][BM + 1]; /* weight scale per 16 elements */
-    float wm[8][BM + 1];  /* weight offset factor per 32 */
-    float2 xd[8][BN + 1]; /* activation scale and scaled sum per 32 */
+    float wd[16][BM + 1]; /* weight scale per 16 elements (Q6_K: the integer scale's bits) */
+    float wm[8][BM + 1];  /* weight offset factor per 32 (Q6_K: the block's d) */
+    /* activation scale and scaled sum per 32; rows of BN + 2 so a thread's two neighbouring
+     * tokens are one 16-byte load */
+    __align__(16) float2 xd[8][BN + 2];
 };
 
 /* out[t][r] (S == 1) or part[z][t][r] = the block's share of sum_k w[r][k] x[t][k].
@@ -347,13 +365,18 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
         }
 
         const int ra = wr * 16 + g, rb = ra + 8;
-        if (W::SUB == 32) {
+        /* Per piece and output: the integer sum c times (weight scale x activation scale),
+         * plus the offset term, as explicit FMAs - the same operations in the same order
+         * for every token, whatever tile it sits in (batch-invariant mode). */
+        if constexpr (W::SUB == 32) {
 #pragma unroll
             for (int q = 0; q < 8; q++) {
                 const int k0 = 32 * q + 4 * tig;
                 const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
                 const uint32_t a2 = *(const uint32_t *)&s.w[ra][k0 + 16], a3 = *(const uint32_t *)&s.w[rb][k0 + 16];
-                const float dwa = s.wd[2 * q][ra], dwb = s.wd[2 * q][rb], mwa = s.wm[q][ra], mwb = s.wm[q][rb];
+                const float dwa = s.wd[2 * q][ra], dwb = s.wd[2 * q][rb];
+                float mwa = 0.0f, mwb = 0.0f;
+                if constexpr (W::MIN) mwa = s.wm[q][ra], mwb = s.wm[q][rb];
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     const int tb = wc * TW + 8 * j;
@@ -361,32 +384,44 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
                     const uint32_t b1 = *(const uint32_t *)&s.x[tb + g][k0 + 16];
                     int c[4];
                     imma_k32(c, a0, a1, a2, a3, b0, b1);
-                    const float2 x0 = s.xd[q][tb + 2 * tig], x1 = s.xd[q][tb + 2 * tig + 1];
-                    /* rounded as written (ob_fmul/ob_fadd, mmvq.cuh): a token's sums must not
-                     * depend on which accumulator or tile it lands in */
-                    acc[j][0] = ob_fadd(acc[j][0], ob_fadd(ob_fmul((float)c[0], ob_fmul(dwa, x0.x)), ob_fmul(mwa, x0.y)));
-                    acc[j][1] = ob_fadd(acc[j][1], ob_fadd(ob_fmul((float)c[1], ob_fmul(dwa, x1.x)), ob_fmul(mwa, x1.y)));
-                    acc[j][2] = ob_fadd(acc[j][2], ob_fadd(ob_fmul((float)c[2], ob_fmul(dwb, x0.x)), ob_fmul(mwb, x0.y)));
-                    acc[j][3] = ob_fadd(acc[j][3], ob_fadd(ob_fmul((float)c[3], ob_fmul(dwb, x1.x)), ob_fmul(mwb, x1.y)));
+                    const float4 xx = *(const float4 *)&s.xd[q][tb + 2 * tig]; /* tokens 2 tig and 2 tig + 1 */
+                    if constexpr (W::MIN) {
+                        acc[j][0] = ob_fma((float)c[0], ob_fmul(dwa, xx.x), ob_fma(mwa, xx.y, acc[j][0]));
+                        acc[j][1] = ob_fma((float)c[1], ob_fmul(dwa, xx.z), ob_fma(mwa, xx.w, acc[j][1]));
+                        acc[j][2] = ob_fma((float)c[2], ob_fmul(dwb, xx.x), ob_fma(mwb, xx.y, acc[j][2]));
+                        acc[j][3] = ob_fma((float)c[3], ob_fmul(dwb, xx.z), ob_fma(mwb, xx.w, acc[j][3]));
+                    } else {
+                        acc[j][0] = ob_fma((float)c[0], ob_fmul(dwa, xx.x), acc[j][0]);
+                        acc[j][1] = ob_fma((float)c[1], ob_fmul(dwa, xx.z), acc[j][1]);
+                        acc[j][2] = ob_fma((float)c[2], ob_fmul(dwb, xx.x), acc[j][2]);
+                        acc[j][3] = ob_fma((float)c[3], ob_fmul(dwb, xx.z), acc[j][3]);
+                    }
                 }
             }
         } else {
+            /* Q6_K: two 16-element halves a piece, weighed by their integer scales in
+             * integers (|sum| < 2^24: exact as a float), then one float multiply-add */
 #pragma unroll
-            for (int h = 0; h < 16; h++) {
-                const int k0 = 16 * h + 4 * tig, q = h / 2;
+            for (int q = 0; q < 8; q++) {
+                const int k0 = 32 * q + 4 * tig;
                 const uint32_t a0 = *(const uint32_t *)&s.w[ra][k0], a1 = *(const uint32_t *)&s.w[rb][k0];
-                const float dwa = s.wd[h][ra], dwb = s.wd[h][rb];
+                const uint32_t a2 = *(const uint32_t *)&s.w[ra][k0 + 16], a3 = *(const uint32_t *)&s.w[rb][k0 + 16];
+                const int sa0 = __float_as_int(s.wd[2 * q][ra]), sa1 = __float_as_int(s.wd[2 * q + 1][ra]);
+                const int sb0 = __float_as_int(s.wd[2 * q][rb]), sb1 = __float_as_int(s.wd[2 * q + 1][rb]);
+                const float da = s.wm[q][ra], db = s.wm[q][rb];
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     const int tb = wc * TW + 8 * j;
                     const uint32_t b0 = *(const uint32_t *)&s.x[tb + g][k0];
-                    int c[4];
-                    imma_k16(c, a0, a1, b0);
-                    const float x0 = s.xd[q][tb + 2 * tig].x, x1 = s.xd[q][tb + 2 * tig + 1].x;
-                    acc[j][0] = ob_fadd(acc[j][0], ob_fmul((float)c[0], ob_fmul(dwa, x0)));
-                    acc[j][1] = ob_fadd(acc[j][1], ob_fmul((float)c[1], ob_fmul(dwa, x1)));
-                    acc[j][2] = ob_fadd(acc[j][2], ob_fmul((float)c[2], ob_fmul(dwb, x0)));
-                    acc[j][3] = ob_fadd(acc[j][3], ob_fmul((float)c[3], ob_fmul(dwb, x1)));
+                    const uint32_t b1 = *(const uint32_t *)&s.x[tb + g][k0 + 16];
+                    int c0[4], c1[4];
+                    imma_k16(c0, a0, a1, b0);
+                    imma_k16(c1, a2, a3, b1);
+                    const float4 xx = *(const float4 *)&s.xd[q][tb + 2 * tig];
+                    acc[j][0] = ob_fma((float)(c0[0] * sa0 + c1[0] * sa1), ob_fmul(da, xx.x), acc[j][0]);
+                    acc[j][1] = ob_fma((float)(c0[1] * sa0 + c1[1] * sa1), ob_fmul(da, xx.z), acc[j][1]);
+                    acc[j][2] = ob_fma((float)(c0[2] * sb0 + c1[2] * sb1), ob_fmul(db, xx.x), acc[j][2]);
+                    acc[j][3] = ob_fma((float)(c0[3] * sb0 + c1[3] * sb1), ob_fmul(db, xx.z), acc[j][3]);
                 }
             }
         }

@@ -39,6 +39,8 @@
 #ifndef OB_CUDA_MMVQ_CUH
 #define OB_CUDA_MMVQ_CUH
 
+#include <math.h>
+
 #include "quant.cuh"
 
 OB_QFN int ob_dp4a(uint32_t a, uint32_t b, int c) {
@@ -89,6 +91,14 @@ OB_QFN float ob_fadd(float a, float b) {
     return __fadd_rn(a, b);
 #else
     return a + b;
+#endif
+}
+/* a * b + c with one rounding, written out (never left to contraction). */
+OB_QFN float ob_fma(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
 #endif
 }
 OB_QFN float ob_fsub(float a, float b) {

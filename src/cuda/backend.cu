@@ -721,6 +721,9 @@ static int backend_init(cuda_backend *c) {
     c->moe_pairs = getenv("OB_CUDA_MOE_PAIRS") ? atoi(getenv("OB_CUDA_MOE_PAIRS")) : 64;
     c->moe_fused = !(getenv("OB_CUDA_MOE_FUSED") && atoi(getenv("OB_CUDA_MOE_FUSED")) == 0);
     c->mmv16 = !(getenv("OB_CUDA_MMV16") && atoi(getenv("OB_CUDA_MMV16")) == 0);
+    c->mmv16_u = getenv("OB_CUDA_MMV16_U") ? atoi(getenv("OB_CUDA_MMV16_U")) : 4;
+    c->mmv16_want = getenv("OB_CUDA_MMV16_WANT") ? atoi(getenv("OB_CUDA_MMV16_WANT")) : 0; /* 0: by row size (mmv16.cu) */
+    if (c->mmv16_want < 0) c->mmv16_want = 0;
     c->attn_hsplit = !(getenv("OB_CUDA_ATTN_HSPLIT") && atoi(getenv("OB_CUDA_ATTN_HSPLIT")) == 0);
     c->stats = getenv("OB_CUDA_STATS") && atoi(getenv("OB_CUDA_STATS")) > 0;
     c->mmvq = !(getenv("OB_CUDA_MMVQ") && atoi(getenv("OB_CUDA_MMVQ")) == 0);

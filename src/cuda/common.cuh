@@ -230,6 +230,7 @@ typedef struct cuda_backend {
     int n_moe_tabs, cap_moe_tabs;
     bool attn_hsplit;           /* vector attention: split a KV head's query heads over blocks when blocks are few (OB_CUDA_ATTN_HSPLIT=0: off) */
     bool mmv16;                 /* F16/BF16 decode without shared-memory staging (OB_CUDA_MMV16=0: off) */
+    int mmv16_u, mmv16_want;    /* its loads in flight a lane (OB_CUDA_MMV16_U 4/8), warps wanted an SM (OB_CUDA_MMV16_WANT; 0: by row size) */
     bool moe_fused;             /* decode: the fused expert kernels (OB_CUDA_MOE_FUSED=0: one launch per product) */
     int moe_pairs;              /* batches of more (token, expert) pairs group by expert (OB_CUDA_MOE_PAIRS, default 64) */
     /* Weights this backend copied in (freed with the backend). */

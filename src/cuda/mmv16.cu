@@ -28,7 +28,6 @@
 #include "matmul.cuh"
 
 #define MMV16_WARPS 4
-#define MMV16_U 4
 
 template <bool BF> static __device__ __forceinline__ void to8(const uint4 &r, float *w) {
     const uint32_t u[4] = {r.x, r.y, r.z, r.w};
@@ -63,7 +62,8 @@ struct mmv16_set {
     int64_t nch;
 };
 
-template <bool BF, int NT>
+/* U: 16-byte loads a lane has in flight (OB_CUDA_MMV16_U: 4 or 8) */
+template <bool BF, int NT, int U>
 __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv16_set s) {
     __shared__ float red[MMV16_WARPS][NT];
     /* which matrix: constant indices only, so the set stays in the parameter bank */
@@ -85,14 +85,14 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv1
         const uint4 *wr = (const uint4 *)(a.w + (size_t)row * a.nb1);
         const int64_t nv = a.nch; /* 8-element chunks = 16-byte loads */
         const int64_t step = (int64_t)OB_WARP * wpr;
-        for (int64_t v0 = (int64_t)sub * OB_WARP + lane; v0 < nv; v0 += step * MMV16_U) {
-            uint4 r[MMV16_U];
+        for (int64_t v0 = (int64_t)sub * OB_WARP + lane; v0 < nv; v0 += step * U) {
+            uint4 r[U];
 #pragma unroll
-            for (int u = 0; u < MMV16_U; u++)
+            for (int u = 0; u < U; u++)
                 if (v0 + u * step < nv) r[u] = __ldg(wr + v0 + u * step);
             ob_pdl_wait(); /* weights in flight: now wait for the kernel that wrote x (at once after the first) */
 #pragma unroll
-            for (int u = 0; u < MMV16_U; u++) {
+            for (int u = 0; u < U; u++) {
                 const int64_t v = v0 + u * step;
                 if (v >= nv) break;
                 float w[8];
@@ -138,11 +138,11 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv1
     }
 }
 
-template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a) {
+template <bool BF, int U> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a) {
     const void *fn = NULL;
     switch (a->n) {
 #define OB_N(N) \
-    case N: fn = (const void *)mmv16_kernel<BF, N>; break;
+    case N: fn = (const void *)mmv16_kernel<BF, N, U>; break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmv16: %d tokens (1..8)", a->n);
@@ -158,7 +158,11 @@ template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a)
     p->w[k] = a->w, p->bias[k] = a->bias, p->out[k] = a->out, p->ldo[k] = a->ldo, p->nout[k] = a->nout;
     int64_t rows = 0;
     for (int i = 0; i < p->n; i++) rows += p->nout[i];
-    const int64_t want = (int64_t)c->n_sm * 32;
+    /* warps wanted an SM: 32, or 256 for rows of 8 KiB and more (4096-wide 16-bit models: the
+     * 8B's products ran 7% faster with a row over two or four warps; the 1B and 0.6B rows of 4 and
+     * 2 KiB ran 5-8% slower, bench/RESULTS.md, CUDA session 8); OB_CUDA_MMV16_WANT sets it */
+    const int64_t per_sm = c->mmv16_want > 0 ? c->mmv16_want : a->nb1 >= 8192 ? 256 : 32;
+    const int64_t want = (int64_t)c->n_sm * per_sm;
     int wpr = rows >= want ? 1 : 2 * rows >= want ? 2 : 4;
     while (wpr > 1 && a->nch < (int64_t)OB_WARP * wpr) wpr /= 2;
     mmv16_set s;
@@ -178,7 +182,7 @@ template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a)
     c->rec_pdl = c->pdl; /* may start early in a graph: the weight loads do not wait (hopper.cuh) */
     switch (a->n) {
 #define OB_N(N) \
-    case N: OB_TRY(cuda_launch(c, mmv16_kernel<BF, N>, grid, block, 0, s)); break;
+    case N: OB_TRY(cuda_launch(c, mmv16_kernel<BF, N, U>, grid, block, 0, s)); break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     }
@@ -192,5 +196,6 @@ template <bool BF> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a)
 }
 
 int cuda_mmv16_launch(cuda_backend *c, int type, const mmv_args *a) {
-    return type == OB_TYPE_BF16 ? mmv16_launch_t<true>(c, a) : mmv16_launch_t<false>(c, a);
+    if (c->mmv16_u >= 8) return type == OB_TYPE_BF16 ? mmv16_launch_t<true, 8>(c, a) : mmv16_launch_t<false, 8>(c, a);
+    return type == OB_TYPE_BF16 ? mmv16_launch_t<true, 4>(c, a) : mmv16_launch_t<false, 4>(c, a);
 }

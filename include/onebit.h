@@ -328,7 +328,9 @@ int ob_spec_step(ob_spec *sp, int32_t seq, ob_sampler *smp, const ob_token *toke
 typedef struct ob_engine_params {
     int32_t n_parallel;  /* sequences decoding together (default 1) */
     int32_t n_ctx;       /* positions per sequence (0: model's, at most 4096) */
-    int32_t n_batch;     /* token budget of one step (default 512) */
+    int32_t n_batch;     /* token budget of one step (0, the default: 512 on the CPU, 2048 when the
+                          * model runs on a GPU, where each step's prompt tokens pay for turning
+                          * every quantized weight into bf16 once) */
     int32_t n_threads;   /* CPU threads (<= 0: all cores) */
     ob_kv_type kv_type;
     int64_t kv_blocks;   /* KV pages (0: n_parallel full sequences) */

@@ -170,6 +170,45 @@ TEST(split_fixtures_equal_cpu) {
     ob_split_device_factory = NULL;
 }
 
+/* The engine's step budget when none is given: 512 tokens on the CPU, 2048 when the model
+ * runs on a device (each step's prompt tokens pay for one bf16 copy of every quantized
+ * weight there, docs/cuda.md); a budget given is kept. The split backend stands in for
+ * the device. */
+TEST(split_engine_step_budget_by_device) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/data/models/llama", OB_SOURCE_DIR);
+    char out[256];
+    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_budget.gguf", (int)getpid());
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_OK(ob_convert_hf(path, out, &o));
+    ob_split_device_factory = cpu_device;
+    for (int ngl = 0; ngl <= 1; ngl++)
+        for (int given = 0; given <= 1; given++) {
+            ob_model_params mp = ob_model_default_params();
+            mp.n_gpu_layers = ngl;
+            ob_model *m = NULL;
+            CHECK_OK(ob_model_load(out, &mp, &m));
+            if (!m) continue;
+            ob_engine_params ep = ob_engine_default_params();
+            ep.n_ctx = 64;
+            ep.n_threads = 1;
+            if (given) ep.n_batch = 100;
+            ob_engine *e = NULL;
+            CHECK_OK(ob_engine_create(m, &ep, &e));
+            if (e) {
+                const int32_t want = given ? 100 : ngl ? 2048 : 512;
+                CHECK_MSG(ob_engine_get_params(e)->n_batch == want, "-ngl %d, n_batch %s: %d, want %d", ngl,
+                          given ? "100" : "default", ob_engine_get_params(e)->n_batch, want);
+                ob_engine_free(e);
+            }
+            ob_model_free(m);
+        }
+    ob_split_device_factory = NULL;
+    unlink(out);
+}
+
 /* What crosses per decode step: the residual stream up once (into the first device layer)
  * and the output rows down once (into the host's output norm); the KV pools stay put. */
 TEST(split_traffic_per_step) {

@@ -78,7 +78,7 @@ static const opt g_opts[] = {
     {"-c|--ctx-size", VAL, SET, O_CTX, "context size of EACH sequence in tokens (default: the model's, at most 4096)"},
     {"--kv-size", VAL, SET, O_KV_SIZE, "KV pool in tokens, shared by all slots (default: --parallel x -c)"},
     {"-np|--parallel", VAL, SET, O_PARALLEL, "requests decoded together (default 4)"},
-    {"-b|--batch-size", VAL, SET, O_BATCH, "tokens per engine step (default 512)"},
+    {"-b|--batch-size", VAL, SET, O_BATCH, "tokens per engine step (default 512 on the CPU, 2048 on a GPU)"},
     {"-t|--threads", VAL, SET, O_THREADS, "CPU threads (default: all cores)"},
     {"-ngl|--gpu-layers|--n-gpu-layers", VAL, SET, O_NGL, "layers on the GPU: 0 = CPU only, N = the last N (the rest on the CPU), all/-1 = every layer"},
     {"-dev|--device", VAL, SET, O_DEVICE, "cpu, none, auto, cuda, cuda:N or CUDAN (default auto)"},

@@ -340,6 +340,61 @@ TEST(op_matmul_large_and_odd) {
     check_matmul(OB_TYPE_F32, 256, 2000, 70, false);  /* more than 1024 rows: FP32 cuBLAS */
 }
 
+/* Prompt batches of quantized weights multiply a bf16 copy of the weights kept from the first
+ * batch (matmul.cu, bf16_cached) when the device has room, instead of dequantizing them again:
+ * the copy holds the bf16 values the dequantization pass makes, so with the weights in one
+ * slice (rows x nin x 2 bytes under the 256 MiB scratch) the same cuBLAS call on the same
+ * values must give the same bits - on the first batch (copy made) and the second (reused) as
+ * without the copies (OB_CUDA_BF16_CACHE=0); and the CPU's bound. Weights of each backend's
+ * own, as a model's are (only whole weight tensors are kept). */
+TEST(op_matmul_bf16_kept) {
+    NEED_GPU();
+    ob_backend *bk[2] = {NULL, NULL}; /* 0: copies kept (forced on), 1: none */
+    setenv("OB_CUDA_BF16_CACHE", "1", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
+    setenv("OB_CUDA_BF16_CACHE", "0", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
+    unsetenv("OB_CUDA_BF16_CACHE");
+    if (!bk[0] || !bk[1]) goto done;
+    static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_IQ4_XS, OB_TYPE_Q5_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const int64_t nin = 2048, nout = 1000, n = 100;
+        wt w; /* the host bytes and the CPU's copy; each backend gets its own */
+        wt_new(&w, types[i], nin, nout, 1.0f);
+        act x, out, cpu;
+        act_rand(&x, nin, n, 1.0f);
+        act_new(&out, nout, n, NULL);
+        act_new(&cpu, nout, n, NULL);
+        CHECK_OK(g_cpu->ops->matmul(g_cpu, &w.c, &x.c, NULL, &cpu.c));
+        CHECK_OK(g_gpu->ops->sync(g_gpu)); /* x's upload (g_gpu's stream) before the others' kernels */
+        ob_tensor wb[2] = {w.c, w.c};
+        CHECK_OK(bk[0]->ops->weight(bk[0], &wb[0], w.q));
+        CHECK_OK(bk[1]->ops->weight(bk[1], &wb[1], w.q));
+        float *got[3];
+        for (int k = 0; k < 3; k++) { /* bk[0] twice: the copy made, then reused; bk[1] */
+            const int b = k < 2 ? 0 : 1;
+            ob_backend *g = bk[b];
+            CHECK_OK(g->ops->matmul(g, &wb[b], &x.g, NULL, &out.g));
+            got[k] = malloc((size_t)(n * nout) * sizeof(float));
+            CHECK_OK(g->ops->download(g, got[k], out.g.data, (size_t)(n * nout) * sizeof(float)));
+        }
+        const double e = nmse(got[0], cpu.c.data, (size_t)(n * nout));
+        CHECK_MSG(e < cpu_bound(types[i]), "%s: NMSE vs CPU %.3g", ob_type_name(types[i]), e);
+        CHECK_MSG(memcmp(got[0], got[1], (size_t)(n * nout) * sizeof(float)) == 0,
+                  "%s: the kept copy's second batch differs from its first", ob_type_name(types[i]));
+        CHECK_MSG(memcmp(got[0], got[2], (size_t)(n * nout) * sizeof(float)) == 0,
+                  "%s: the kept copy differs from dequantizing each batch", ob_type_name(types[i]));
+        for (int k = 0; k < 3; k++) free(got[k]);
+        act_free(&x);
+        act_free(&out);
+        act_free(&cpu);
+        wt_free(&w);
+    }
+done:
+    ob_backend_free(bk[0]);
+    ob_backend_free(bk[1]);
+}
+
 /* Batch invariance (ob_context_set_batch_invariant): a token's product is the same bits alone
  * and inside batches of every size, on every path (tensor cores for the five mmq types, the
  * decode kernels for the rest, 8 tokens at a time past 64). */

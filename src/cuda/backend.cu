@@ -625,6 +625,7 @@ static void cuda_free_backend(ob_backend *b) {
     free(c->recs);
     free(c->rec_args);
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
+    cuda_bf16_free(c);
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
     if (c->act16_scratch) cudaFree(c->act16_scratch);
@@ -739,6 +740,11 @@ static int backend_init(cuda_backend *c) {
     c->qk_fuse = !(getenv("OB_CUDA_QK_FUSE") && atoi(getenv("OB_CUDA_QK_FUSE")) == 0);
     c->kv_fuse = !(getenv("OB_CUDA_KV_FUSE") && atoi(getenv("OB_CUDA_KV_FUSE")) == 0);
     c->attn_q8 = !(getenv("OB_CUDA_ATTN_Q8") && atoi(getenv("OB_CUDA_ATTN_Q8")) == 0);
+    {
+        const char *e = getenv("OB_CUDA_BF16_CACHE"); /* unset or empty: auto */
+        c->bf16_mode = e && *e ? (atoi(e) ? 1 : 0) : 2;
+    }
+    c->bf16_left = -1;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     {
         int major = 0;

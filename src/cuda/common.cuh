@@ -236,6 +236,14 @@ typedef struct cuda_backend {
     /* Weights this backend copied in (freed with the backend). */
     void **weights;
     size_t n_weights, cap_weights;
+    /* bf16 copies of quantized weights for the cuBLAS route (matmul.cu, bf16_cached): made
+     * at a weight's first large batch while the device keeps a quarter of its memory free
+     * after them (OB_CUDA_BF16_CACHE=0: never, 1: whenever the memory is there), so each
+     * later prompt batch skips the dequantization pass; bf16_left < 0: not measured yet */
+    struct cuda_bf16_entry *bf16;
+    size_t n_bf16, cap_bf16;
+    int bf16_mode;              /* 0 off, 1 on (no reserve), 2 auto (default) */
+    long long bf16_left;
 
     int8_t *luts;               /* OB_LUT_BYTES of IQ4_NL / MXFP4 levels (quant.cuh) */
     /* OB_CUDA_STATS=1: ops enqueued, drains, and seconds the host spent

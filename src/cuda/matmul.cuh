@@ -78,4 +78,7 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
 void cuda_moe_free(cuda_backend *c);
 int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 
+/* Free the bf16 weight copies (matmul.cu; backend teardown). */
+void cuda_bf16_free(cuda_backend *c);
+
 #endif

@@ -346,16 +346,26 @@ TEST(op_matmul_large_and_odd) {
  * slice (rows x nin x 2 bytes under the 256 MiB scratch) the same cuBLAS call on the same
  * values must give the same bits - on the first batch (copy made) and the second (reused) as
  * without the copies (OB_CUDA_BF16_CACHE=0); and the CPU's bound. Weights of each backend's
- * own, as a model's are (only whole weight tensors are kept). */
+ * own, as a model's are (only whole weight tensors are kept). With OB_CUDA_BF16_MIN=9 a
+ * 32-token batch then takes the kept copy instead of the int8 tensor cores: the same bits as
+ * a backend that sends every batch through cuBLAS (OB_CUDA_MMQ=0, OB_CUDA_MMV_MAX=0). */
 TEST(op_matmul_bf16_kept) {
     NEED_GPU();
-    ob_backend *bk[2] = {NULL, NULL}; /* 0: copies kept (forced on), 1: none */
+    ob_backend *bk[4] = {NULL, NULL, NULL, NULL}; /* 0: copies kept (forced on), 1: none, 2: 0 + BF16_MIN, 3: cuBLAS */
     setenv("OB_CUDA_BF16_CACHE", "1", 1);
     CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
+    setenv("OB_CUDA_BF16_MIN", "9", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[2]));
+    unsetenv("OB_CUDA_BF16_MIN");
     setenv("OB_CUDA_BF16_CACHE", "0", 1);
     CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
+    setenv("OB_CUDA_MMQ", "0", 1);
+    setenv("OB_CUDA_MMV_MAX", "0", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &bk[3]));
+    unsetenv("OB_CUDA_MMQ");
+    unsetenv("OB_CUDA_MMV_MAX");
     unsetenv("OB_CUDA_BF16_CACHE");
-    if (!bk[0] || !bk[1]) goto done;
+    if (!bk[0] || !bk[1] || !bk[2] || !bk[3]) goto done;
     static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_IQ4_XS, OB_TYPE_Q5_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const int64_t nin = 2048, nout = 1000, n = 100;
@@ -385,14 +395,30 @@ TEST(op_matmul_bf16_kept) {
         CHECK_MSG(memcmp(got[0], got[2], (size_t)(n * nout) * sizeof(float)) == 0,
                   "%s: the kept copy differs from dequantizing each batch", ob_type_name(types[i]));
         for (int k = 0; k < 3; k++) free(got[k]);
+        /* 32 tokens: bk[2] keeps its copy from a 100-token batch, then takes it */
+        ob_tensor w2 = w.c, w3 = w.c, x32 = x.g, o32 = out.g;
+        x32.ne[1] = o32.ne[1] = 32;
+        CHECK_OK(bk[2]->ops->weight(bk[2], &w2, w.q));
+        CHECK_OK(bk[3]->ops->weight(bk[3], &w3, w.q));
+        float *g32[2];
+        for (int k = 0; k < 2; k++) {
+            ob_backend *g = bk[2 + k];
+            if (k == 0) CHECK_OK(g->ops->matmul(g, &w2, &x.g, NULL, &out.g)); /* makes the copy */
+            CHECK_OK(g->ops->matmul(g, k == 0 ? &w2 : &w3, &x32, NULL, &o32));
+            g32[k] = malloc((size_t)(32 * nout) * sizeof(float));
+            CHECK_OK(g->ops->download(g, g32[k], o32.data, (size_t)(32 * nout) * sizeof(float)));
+        }
+        CHECK_MSG(memcmp(g32[0], g32[1], (size_t)(32 * nout) * sizeof(float)) == 0,
+                  "%s: 32 tokens with OB_CUDA_BF16_MIN=9 did not take the kept copy", ob_type_name(types[i]));
+        free(g32[0]);
+        free(g32[1]);
         act_free(&x);
         act_free(&out);
         act_free(&cpu);
         wt_free(&w);
     }
 done:
-    ob_backend_free(bk[0]);
-    ob_backend_free(bk[1]);
+    for (int b = 0; b < 4; b++) ob_backend_free(bk[b]);
 }
 
 /* Batch invariance (ob_context_set_batch_invariant): a token's product is the same bits alone

@@ -745,6 +745,7 @@ static int backend_init(cuda_backend *c) {
         c->bf16_mode = e && *e ? (atoi(e) ? 1 : 0) : 2;
     }
     c->bf16_left = -1;
+    c->bf16_min = getenv("OB_CUDA_BF16_MIN") ? atoi(getenv("OB_CUDA_BF16_MIN")) : 0;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     {
         int major = 0;

@@ -243,6 +243,7 @@ typedef struct cuda_backend {
     struct cuda_bf16_entry *bf16;
     size_t n_bf16, cap_bf16;
     int bf16_mode;              /* 0 off, 1 on (no reserve), 2 auto (default) */
+    int bf16_min;               /* batches this large take a kept copy over mmq (OB_CUDA_BF16_MIN; 0: never) */
     long long bf16_left;
 
     int8_t *luts;               /* OB_LUT_BYTES of IQ4_NL / MXFP4 levels (quant.cuh) */

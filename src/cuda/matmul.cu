@@ -197,18 +197,22 @@ void cuda_bf16_free(cuda_backend *c) {
     c->n_bf16 = c->cap_bf16 = 0;
 }
 
+/* The kept bf16 copy of w, or NULL (none made yet). */
+static const __nv_bfloat16 *bf16_kept(const cuda_backend *c, const ob_tensor *w) {
+    for (size_t i = 0; i < c->n_bf16; i++) {
+        const cuda_bf16_entry *e = &c->bf16[i];
+        if (e->src == w->data && e->nin == w->ne[0] && e->nout == w->ne[1] && e->type == (int)w->type)
+            return (const __nv_bfloat16 *)e->dst;
+    }
+    return NULL;
+}
+
 /* The bf16 copy of w to multiply, made now if there is room; NULL: dequantize as usual. */
 static int bf16_cached(cuda_backend *c, const ob_tensor *w, const __nv_bfloat16 **out) {
     *out = NULL;
     if (!c->bf16_mode) return 0;
     const int64_t nin = w->ne[0], nout = w->ne[1];
-    for (size_t i = 0; i < c->n_bf16; i++) {
-        const cuda_bf16_entry *e = &c->bf16[i];
-        if (e->src == w->data && e->nin == nin && e->nout == nout && e->type == (int)w->type) {
-            *out = (const __nv_bfloat16 *)e->dst;
-            return 0;
-        }
-    }
+    if ((*out = bf16_kept(c, w)) != NULL) return 0;
     bool weight = false;
     for (size_t i = 0; i < c->n_weights && !weight; i++) weight = c->weights[i] == w->data;
     if (!weight) return 0;
@@ -453,6 +457,12 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     if (n <= 0 || nout <= 0) return 0;
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
+    /* OB_CUDA_BF16_MIN=N (experimental, off by default, not yet measured): batches of N tokens
+     * and more multiply the kept bf16 copy through cuBLAS instead of the int8 tensor-core
+     * product - a memory-bound read of the copy against a product bound by its per-piece float
+     * work (docs/cuda.md, "What is left") */
+    if (c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && w->nb[1] % 2 == 0 && bf16_kept(c, w))
+        return matmul_gemm(c, w, x, bias, out);
     if (cuda_mmvq_usable(c, w, n) || cuda_mmq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
     /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
     const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;

@@ -163,10 +163,15 @@ static void check_fixture(const char *name) {
     unlink(out);
 }
 
+/* Placement and coherence, each op with its weight: the prompt's host products stay on the
+ * host (OB_SPLIT_OFFLOAD_MIN=0), so every product runs the same CPU kernel on the same packed
+ * weights as the whole-CPU run (split_prompt_products_offloaded covers the offload). */
 TEST(split_fixtures_equal_cpu) {
     ob_split_device_factory = cpu_device;
+    setenv("OB_SPLIT_OFFLOAD_MIN", "0", 1);
     static const char *const names[] = {"llama", "qwen3", "gemma2", "phi2", "gpt2", "bloom", "qwen3moe", "deepseek_v3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) check_fixture(names[i]);
+    unsetenv("OB_SPLIT_OFFLOAD_MIN");
     ob_split_device_factory = NULL;
 }
 
@@ -210,9 +215,12 @@ TEST(split_engine_step_budget_by_device) {
 }
 
 /* What crosses per decode step: the residual stream up once (into the first device layer)
- * and the output rows down once (into the host's output norm); the KV pools stay put. */
+ * and the output rows down once (into the host's output norm); the KV pools stay put. The
+ * prompt's host products stay on the host here (OB_SPLIT_OFFLOAD_MIN=0; the next test has
+ * them offloaded). */
 TEST(split_traffic_per_step) {
     ob_split_device_factory = cpu_device;
+    setenv("OB_SPLIT_OFFLOAD_MIN", "0", 1);
     char dir[4200], out[256];
     snprintf(dir, sizeof dir, "%s/tests/data/models/llama", OB_SOURCE_DIR);
     snprintf(out, sizeof out, "/tmp/ob_test_split_%d_traffic.gguf", (int)getpid());
@@ -242,9 +250,90 @@ TEST(split_traffic_per_step) {
     free(r.logits);
     unlink(out);
     ob_split_device_factory = NULL;
+    unsetenv("OB_SPLIT_OFFLOAD_MIN");
 }
 
 /* stories260K (5 layers): every split point, prompt and steps equal to the CPU's. */
+/* A prompt batch of 32 tokens or more (OB_SPLIT_OFFLOAD_MIN, default 32) multiplies the host
+ * layers' weights on the device: each such product sends its weight up once (bytes_w: every
+ * host product of the 64-token prompt - the host layers' seven each and the output head -
+ * and nothing else), the logits stay the CPU's bit for bit, and the decode steps (1 token)
+ * send no weights. Off (0) or above the batch (65): no weight crosses. The device multiplies
+ * the bytes sent (the host's repacked panels are the host's own form), so every backend here
+ * runs with OB_CPU_REPACK=0 and the whole-CPU run uses the same kernels on the same layout;
+ * llama (the byte count) and phi2 (biases on the products: they go up too). */
+static uint64_t host_weight_bytes(const char *path, int *n_products) {
+    ob_model_params mp = ob_model_default_params();
+    ob_model *m = NULL;
+    CHECK_OK(ob_model_load(path, &mp, &m));
+    if (!m) return 0;
+    const ob_model_impl *mi = (const ob_model_impl *)m;
+    uint64_t n = ob_tensor_nbytes(&mi->output);
+    *n_products = 1;
+    for (int64_t il = 0; il + 1 < mi->hp.n_layer; il++) { /* -ngl 1: every layer but the last */
+        const ob_layer *L = &mi->layers[il];
+        const ob_tensor *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) n += ob_tensor_nbytes(w[k]), (*n_products)++;
+    }
+    ob_model_free(m);
+    return n;
+}
+
+static void check_offload(const char *name) {
+    char dir[4200], out[256];
+    snprintf(dir, sizeof dir, "%s/tests/data/models/%s", OB_SOURCE_DIR, name);
+    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_offload_%s.gguf", (int)getpid(), name);
+    int32_t prompt[64];
+    int np = 0;
+    CHECK(read_prompt(dir, prompt, &np));
+    CHECK_MSG(np >= 32, "the %s fixture's prompt has %d tokens; this test needs 32 or more", name, np);
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    CHECK_OK(ob_convert_hf(dir, out, &o));
+    int n_products = 0;
+    const bool count = strcmp(name, "llama") == 0; /* its products have no biases */
+    const uint64_t want = count ? host_weight_bytes(out, &n_products) : 0;
+    run cpu = {0};
+    if (run_model(out, 0, prompt, np, false, &cpu, NULL)) {
+        ob_split_device_factory = cpu_device;
+        static const char *const mins[] = {NULL, "0", "65"};
+        for (int k = 0; k < 3; k++) {
+            if (mins[k]) setenv("OB_SPLIT_OFFLOAD_MIN", mins[k], 1);
+            else unsetenv("OB_SPLIT_OFFLOAD_MIN");
+            run split = {0};
+            ob_split_stats st[2];
+            if (run_model(out, 1, prompt, np, false, &split, st)) {
+                char what[96];
+                snprintf(what, sizeof what, "%s, last layer on the device, OB_SPLIT_OFFLOAD_MIN %s", name,
+                         mins[k] ? mins[k] : "unset");
+                compare(what, &split, &cpu, np, false);
+                const uint64_t w0 = k == 0 ? want : 0;
+                if (!count) CHECK_MSG((st[0].bytes_w > 0) == (k == 0), "%s: %llu weight bytes", what,
+                                      (unsigned long long)st[0].bytes_w);
+                else CHECK_MSG(st[0].bytes_w == w0 && st[0].n_w == (uint64_t)(k == 0 ? n_products : 0),
+                          "%s: prompt sent %llu weight bytes in %llu products, want %llu in %d", what,
+                          (unsigned long long)st[0].bytes_w, (unsigned long long)st[0].n_w, (unsigned long long)w0,
+                          k == 0 ? n_products : 0);
+                CHECK_MSG(st[1].bytes_w == st[0].bytes_w, "%s: decode steps sent %llu weight bytes", what,
+                          (unsigned long long)(st[1].bytes_w - st[0].bytes_w));
+            }
+            free(split.logits);
+        }
+        unsetenv("OB_SPLIT_OFFLOAD_MIN");
+        ob_split_device_factory = NULL;
+    }
+    free(cpu.logits);
+    unlink(out);
+}
+
+TEST(split_prompt_products_offloaded) {
+    setenv("OB_CPU_REPACK", "0", 1);
+    check_offload("llama");
+    check_offload("phi2");
+    unsetenv("OB_CPU_REPACK");
+}
+
 TEST(split_every_layer_stories260K) {
     const char *d = test_models_dir();
     if (!d) {
@@ -252,6 +341,7 @@ TEST(split_every_layer_stories260K) {
         return;
     }
     ob_split_device_factory = cpu_device;
+    setenv("OB_SPLIT_OFFLOAD_MIN", "0", 1); /* as split_fixtures_equal_cpu */
     const char *path = test_path(d, "stories260K/stories260K.gguf");
     int32_t prompt[40];
     for (int i = 0; i < 40; i++) prompt[i] = 1 + (i * 37) % 500;
@@ -275,6 +365,7 @@ TEST(split_every_layer_stories260K) {
     CHECK_OK(ob_model_load(path, &mp, &m));
     if (m) CHECK(!ob_backend_is_split(((ob_model_impl *)m)->backend));
     ob_model_free(m);
+    unsetenv("OB_SPLIT_OFFLOAD_MIN");
     ob_split_device_factory = NULL;
 }
 

@@ -38,6 +38,7 @@ typedef struct wrange {
 typedef struct split_shared {
     ob_backend *dev;
     int first_dev_layer, n_layer;
+    int offload_min; /* host-weight products of this many tokens and more run on the device (0: never) */
     wrange *wr; /* the device's weights, sorted by address */
     size_t n_wr, cap_wr;
     ob_split_stats st;
@@ -51,6 +52,8 @@ typedef struct split_backend {
     sbuf **bufs;       /* sorted by host address */
     size_t n_bufs, cap_bufs;
     int cur;           /* where the last op ran: ops without a weight or a layer run there too */
+    void *wstage, *bstage; /* device copies of a host weight and its bias for an offloaded product */
+    size_t wstage_size, bstage_size;
     void **kv_ptr;     /* [2 * n_layer]: a KV store translated for the device */
     int kv_cap;
 } split_backend;
@@ -349,10 +352,58 @@ static int sp_get_rows(ob_backend *bk, const ob_tensor *table, const int32_t *id
     return out_done(s, d, out);
 }
 
+/* A device buffer of at least n bytes (plus the padding a device weight carries: decode
+ * kernels may read a little past the last row), grown as needed. */
+static int stage(split_backend *s, void **buf, size_t *size, size_t n) {
+    n += 64;
+    if (*buf && *size >= n) return 0;
+    ob_backend *dev = s->sh->dev;
+    if (*buf) dev->ops->release(dev, *buf), *buf = NULL, *size = 0;
+    OB_TRY(dev->ops->alloc(dev, n, buf));
+    *size = n;
+    return 0;
+}
+
+/* A prompt batch's product with a host weight on the device (llama.cpp's rule, batches of 32
+ * tokens and more by default: OB_SPLIT_OFFLOAD_MIN): the weight (and its bias) go up in one
+ * copy each, then the device multiplies - for such batches its arithmetic outruns the CPU's
+ * by far more than the copy costs. The product's output then lives on the device, as any
+ * device op's (the ops after it follow the usual placement). */
+static int matmul_offload(split_backend *s, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias,
+                          ob_tensor *out) {
+    ob_backend *dev = s->sh->dev;
+    const size_t wn = ob_tensor_nbytes(w);
+    OB_TRY(stage(s, &s->wstage, &s->wstage_size, wn));
+    OB_TRY(dev->ops->upload(dev, s->wstage, w->data, wn));
+    ob_tensor wd = *w, bd;
+    wd.data = s->wstage;
+    wd.extra = NULL; /* the host backend's private form (its repacked panels) is not the device's */
+    const ob_tensor *bp = bias;
+    s->sh->st.bytes_w += wn, s->sh->st.n_w++;
+    if (bias && bias->data && !find_buf(s, bias->data) && !dev_weight(s->sh, bias->data)) {
+        const size_t bn = ob_tensor_nbytes(bias);
+        OB_TRY(stage(s, &s->bstage, &s->bstage_size, bn));
+        OB_TRY(dev->ops->upload(dev, s->bstage, bias->data, bn));
+        bd = *bias;
+        bd.data = s->bstage;
+        bd.extra = NULL;
+        bp = &bd;
+        s->sh->st.bytes_w += bn;
+    }
+    ob_tensor xx, o;
+    OB_TRY(in(s, DEV, x, &xx));
+    OB_TRY(out_prep(s, DEV, out, &o));
+    OB_TRY(dev->ops->matmul(dev, &wd, &xx, bp, &o));
+    return out_done(s, DEV, out);
+}
+
 static int matmul_common(ob_backend *bk, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out,
                          bool a4) {
     split_backend *s = sp_of(bk);
     const int d = place(s, w);
+    if (d == HOST && !a4 && s->sh->offload_min > 0 && x->ne[1] >= s->sh->offload_min && w->data &&
+        !find_buf(s, w->data) && !dev_weight(s->sh, w->data))
+        return matmul_offload(s, w, x, bias, out);
     ob_backend *e = on(s, d);
     if (a4 && !e->ops->matmul_a4) return ob_err(OB_ERR_UNSUPPORTED, "split: no 4-bit activation path on %s", e->ops->name);
     ob_tensor xx, o;
@@ -550,6 +601,8 @@ static int sp_moe_ffn(ob_backend *bk, const ob_moe_params *p, const ob_tensor *l
 
 static void sp_free(ob_backend *bk) {
     split_backend *s = sp_of(bk);
+    if (s->wstage) s->sh->dev->ops->release(s->sh->dev, s->wstage);
+    if (s->bstage) s->sh->dev->ops->release(s->sh->dev, s->bstage);
     for (size_t i = 0; i < s->n_bufs; i++) free_buf(s, s->bufs[i]);
     ob_free(s->bufs);
     ob_free(s->kv_ptr);
@@ -611,6 +664,11 @@ int ob_backend_split_create(ob_backend *host, ob_backend *dev, int first_dev_lay
     sh->dev = dev;
     sh->first_dev_layer = first_dev_layer;
     sh->n_layer = n_layer;
+    {
+        const char *e = getenv("OB_SPLIT_OFFLOAD_MIN"); /* unset or empty: 32, as llama.cpp */
+        sh->offload_min = e && *e ? atoi(e) : 32;
+        if (sh->offload_min < 0) sh->offload_min = 0;
+    }
     int rc = make(host, sh, true, out);
     if (rc < 0) ob_free(sh);
     return rc;

@@ -24,6 +24,11 @@
  * `weight` op, which passes "blk.<i>." tensors of device layers to the
  * device backend and the rest to the host's; the device's weight ranges are
  * remembered to place ops.
+ *
+ * Prompt batches: a product with a host weight and at least
+ * OB_SPLIT_OFFLOAD_MIN tokens (default 32; 0: never) runs on the device,
+ * the weight sent up for it (stats: bytes_w), as llama.cpp does with large
+ * batches; single tokens and small batches stay with their weights.
  */
 #ifndef OB_BACKEND_SPLIT_H
 #define OB_BACKEND_SPLIT_H
@@ -46,6 +51,7 @@ int ob_backend_split_first_dev_layer(const ob_backend *b);
 typedef struct ob_split_stats {
     uint64_t bytes_up, bytes_down, n_up, n_down;
     uint64_t ops[2]; /* [0] host, [1] device */
+    uint64_t bytes_w, n_w; /* host weights sent up for products run on the device (offloaded batches) */
 } ob_split_stats;
 void ob_backend_split_stats(const ob_backend *b, ob_split_stats *st);
 

@@ -133,18 +133,28 @@ static bool read_prompt(const char *dir, int32_t *ids, int *n) {
     return *n > 0;
 }
 
-static void check_fixture(const char *name) {
-    char dir[4200], out[256];
+/* Fixture `name` (tests/data/models) converted to an F32 GGUF at out, a /tmp name with `tag`,
+ * and its prompt (up to 64 ids) in prompt / np; false when either step fails (reported). */
+static bool fixture_f32(const char *name, const char *tag, char out[256], int32_t prompt[64], int *np) {
+    char dir[4200];
     snprintf(dir, sizeof dir, "%s/tests/data/models/%s", OB_SOURCE_DIR, name);
-    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_%s.gguf", (int)getpid(), name);
-    int32_t prompt[64];
-    int np = 0;
-    CHECK_MSG(read_prompt(dir, prompt, &np), "%s: no prompt.txt", dir);
-    if (!np) return;
+    snprintf(out, 256, "/tmp/ob_test_split_%d_%s_%s.gguf", (int)getpid(), tag, name);
+    *np = 0;
+    CHECK_MSG(read_prompt(dir, prompt, np), "%s: no prompt.txt", dir);
+    if (!*np) return false;
     ob_convert_opts o;
     ob_convert_opts_init(&o);
     o.outtype = OB_TYPE_F32;
-    CHECK_MSG(ob_convert_hf(dir, out, &o) == 0, "%s: convert: %s", name, ob_last_error());
+    const int rc = ob_convert_hf(dir, out, &o);
+    CHECK_MSG(rc == 0, "%s: convert: %s", name, ob_last_error());
+    return rc == 0;
+}
+
+static void check_fixture(const char *name) {
+    char out[256];
+    int32_t prompt[64];
+    int np = 0;
+    if (!fixture_f32(name, "fx", out, prompt, &np)) return;
     for (int fork = 0; fork < 2; fork++) {
         run cpu = {0}, split = {0};
         ob_split_stats st[2];
@@ -180,14 +190,10 @@ TEST(split_fixtures_equal_cpu) {
  * weight there, docs/cuda.md); a budget given is kept. The split backend stands in for
  * the device. */
 TEST(split_engine_step_budget_by_device) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tests/data/models/llama", OB_SOURCE_DIR);
     char out[256];
-    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_budget.gguf", (int)getpid());
-    ob_convert_opts o;
-    ob_convert_opts_init(&o);
-    o.outtype = OB_TYPE_F32;
-    CHECK_OK(ob_convert_hf(path, out, &o));
+    int32_t prompt[64];
+    int np = 0;
+    if (!fixture_f32("llama", "budget", out, prompt, &np)) return;
     ob_split_device_factory = cpu_device;
     for (int ngl = 0; ngl <= 1; ngl++)
         for (int given = 0; given <= 1; given++) {
@@ -221,19 +227,13 @@ TEST(split_engine_step_budget_by_device) {
 TEST(split_traffic_per_step) {
     ob_split_device_factory = cpu_device;
     setenv("OB_SPLIT_OFFLOAD_MIN", "0", 1);
-    char dir[4200], out[256];
-    snprintf(dir, sizeof dir, "%s/tests/data/models/llama", OB_SOURCE_DIR);
-    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_traffic.gguf", (int)getpid());
+    char out[256];
     int32_t prompt[64];
     int np = 0;
-    CHECK(read_prompt(dir, prompt, &np));
-    ob_convert_opts o;
-    ob_convert_opts_init(&o);
-    o.outtype = OB_TYPE_F32;
-    CHECK_OK(ob_convert_hf(dir, out, &o));
+    const bool have = fixture_f32("llama", "traffic", out, prompt, &np);
     run r = {0};
     ob_split_stats st[2];
-    if (run_model(out, 1, prompt, np, false, &r, st)) {
+    if (have && run_model(out, 1, prompt, np, false, &r, st)) {
         const uint64_t E = 64, step = E * sizeof(float); /* the fixture's hidden size */
         CHECK_MSG(st[0].bytes_up == (uint64_t)np * step, "prompt: %llu bytes up, want %llu",
                   (unsigned long long)st[0].bytes_up, (unsigned long long)((uint64_t)np * step));
@@ -280,17 +280,11 @@ static uint64_t host_weight_bytes(const char *path, int *n_products) {
 }
 
 static void check_offload(const char *name) {
-    char dir[4200], out[256];
-    snprintf(dir, sizeof dir, "%s/tests/data/models/%s", OB_SOURCE_DIR, name);
-    snprintf(out, sizeof out, "/tmp/ob_test_split_%d_offload_%s.gguf", (int)getpid(), name);
+    char out[256];
     int32_t prompt[64];
     int np = 0;
-    CHECK(read_prompt(dir, prompt, &np));
+    if (!fixture_f32(name, "offload", out, prompt, &np)) return;
     CHECK_MSG(np >= 32, "the %s fixture's prompt has %d tokens; this test needs 32 or more", name, np);
-    ob_convert_opts o;
-    ob_convert_opts_init(&o);
-    o.outtype = OB_TYPE_F32;
-    CHECK_OK(ob_convert_hf(dir, out, &o));
     int n_products = 0;
     const bool count = strcmp(name, "llama") == 0; /* its products have no biases */
     const uint64_t want = count ? host_weight_bytes(out, &n_products) : 0;

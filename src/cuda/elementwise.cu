@@ -412,24 +412,22 @@ static const void *qk_norm_rope_fn(int head_dim) {
                              : (const void *)qk_norm_rope_kernel<256>;
 }
 
+/* Whether n rows of a (ld lda floats apart, da long) and n rows of b share a byte. */
+static bool rows_overlap(const void *a, int64_t lda, int64_t da, const void *b, int64_t ldb, int64_t db, int64_t n) {
+    const uintptr_t alo = (uintptr_t)a, ahi = (uintptr_t)((const float *)a + (n - 1) * lda + da);
+    const uintptr_t blo = (uintptr_t)b, bhi = (uintptr_t)((const float *)b + (n - 1) * ldb + db);
+    return alo < bhi && blo < ahi;
+}
+
 /* Whether the fused q/k kernel could see one norm's output in the other's input (or both
  * outputs overlap): unfused, the q norm has read all of its input before the k norm writes,
  * and the k norm reads its input after the q norm wrote; fused, all heads run at once. Only
- * in-place norms of separate q and k buffers (every model's forward) are fused. */
+ * in-place norms of separate q and k buffers (every model's forward) are fused. The caller
+ * has checked that q and k have the same number of rows. */
 static bool qk_overlap(const cuda_pending_gnorm *q, const cuda_pending_gnorm *k) {
-    struct span {
-        uintptr_t lo, hi;
-    };
-    const struct span s[4] = {
-        {(uintptr_t)q->x, (uintptr_t)(q->x + (q->n - 1) * q->ldx + q->group * q->heads)},
-        {(uintptr_t)q->y, (uintptr_t)(q->y + (q->n - 1) * q->ldy + q->group * q->heads)},
-        {(uintptr_t)k->x, (uintptr_t)(k->x + (k->n - 1) * k->ldx + k->group * k->heads)},
-        {(uintptr_t)k->y, (uintptr_t)(k->y + (k->n - 1) * k->ldy + k->group * k->heads)},
-    };
-    for (int a = 0; a < 2; a++)      /* q's input and output */
-        for (int b = 2; b < 4; b++) /* against k's */
-            if (s[a].lo < s[b].hi && s[b].lo < s[a].hi) return true;
-    return false;
+    const int64_t dq = q->group * q->heads, dk = k->group * k->heads, n = q->n;
+    return rows_overlap(q->x, q->ldx, dq, k->x, k->ldx, dk, n) || rows_overlap(q->x, q->ldx, dq, k->y, k->ldy, dk, n) ||
+           rows_overlap(q->y, q->ldy, dq, k->x, k->ldx, dk, n) || rows_overlap(q->y, q->ldy, dq, k->y, k->ldy, dk, n);
 }
 
 /* As cpu_backend.c's yarn_corr_dim. */
@@ -573,12 +571,6 @@ int cuda_op_rope(ob_backend *b, ob_tensor *x, int n_head, int head_dim, const in
     return 0;
 }
 
-/* A byte range [lo, hi) of n rows of ld floats, each d long. */
-static bool rows_overlap(const void *a, int64_t lda, int64_t da, const void *b, int64_t ldb, int64_t db, int64_t n) {
-    const uintptr_t alo = (uintptr_t)a, ahi = (uintptr_t)((const float *)a + (n - 1) * lda + da);
-    const uintptr_t blo = (uintptr_t)b, bhi = (uintptr_t)((const float *)b + (n - 1) * ldb + db);
-    return alo < bhi && blo < ahi;
-}
 
 int cuda_rope_kv_join(cuda_backend *c, const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t n,
                       int64_t kv_dim, const rope_kv_args &kv) {

@@ -231,6 +231,19 @@ static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
     }
 }
 
+/* Whether matmul.cu sends this product to the bf16 tensor-core product on weights decoded in
+ * the kernel (cuda_mmw_usable: the five mmq types with rows of whole 256-element blocks,
+ * OB_CUDA_MMW_MIN..OB_CUDA_MMW_MAX tokens, default 17..256; it needs the int8 product's
+ * device check, so OB_CUDA_MMQ=0 turns it off too). */
+static bool mmw_takes(ob_type t, int64_t nin, int64_t n) {
+    const char *on = getenv("OB_CUDA_MMW"), *mq = getenv("OB_CUDA_MMQ"), *lo = getenv("OB_CUDA_MMW_MIN"),
+               *hi = getenv("OB_CUDA_MMW_MAX");
+    const int64_t mn = lo && atoi(lo) >= 1 ? atoi(lo) : 17, mx = hi ? atoi(hi) : 256;
+    const bool type = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ||
+                      t == OB_TYPE_Q6_K;
+    return on && atoi(on) == 1 && !(mq && atoi(mq) == 0) && type && nin % 256 == 0 && n >= mn && n <= mx;
+}
+
 /* Activations as the integer kernel sees them: per 32, d = max|x| / 127 and
  * x -> d * round(x / d), computed with the same float operations. */
 static float *q8_round(const float *x, int64_t nin, int64_t n) {
@@ -262,9 +275,10 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
     double *ref = malloc((size_t)(n * nout) * sizeof(double));
     /* which path the backend takes (matmul.cu): the integer decode kernel (mmvq.cu) for its
      * types, else the float decode kernel, else cuBLAS (16-bit tensor cores unless F32) */
-    const bool mmvq = mmvq_takes(type, nin, n);
-    const bool mmv = !mmvq && nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
-    const bool tc = !mmvq && !mmv && type != OB_TYPE_F32;
+    const bool mmw = mmw_takes(type, nin, n);
+    const bool mmvq = !mmw && mmvq_takes(type, nin, n);
+    const bool mmv = !mmw && !mmvq && nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
+    const bool tc = mmw || (!mmvq && !mmv && type != OB_TYPE_F32);
     /* The integer kernel multiplies by the activations rounded to 8 bits per 32 (mmvq.cuh):
      * its reference uses exactly those, so the bound stays float rounding. */
     const float *xs = mmvq ? q8_round(x.c.data, nin, n) : x.c.data;
@@ -287,7 +301,7 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
     if (e_cpu > g_mm_worst_cpu && type != OB_TYPE_F32) g_mm_worst_cpu = e_cpu;
     if (g_verbose)
         fprintf(stderr, "  matmul %-7s %5lld x %5lld  n %3lld %s  vs f64 %.2e  vs cpu %.2e\n", ob_type_name(type),
-                (long long)nin, (long long)nout, (long long)n, tc ? "tc16" : mmvq ? "mmvq" : mmv ? "mmv " : "fp32",
+                (long long)nin, (long long)nout, (long long)n, mmw ? "mmw " : tc ? "tc16" : mmvq ? "mmvq" : mmv ? "mmv " : "fp32",
                 e_ref, e_cpu);
     free(ref);
     free(got);
@@ -352,6 +366,7 @@ TEST(op_matmul_large_and_odd) {
 TEST(op_matmul_bf16_kept) {
     NEED_GPU();
     ob_backend *bk[4] = {NULL, NULL, NULL, NULL}; /* 0: copies kept (forced on), 1: none, 2: 0 + BF16_MIN, 3: cuBLAS */
+    setenv("OB_CUDA_MMW", "0", 1); /* the copies' route, not the in-kernel bf16 decode (op_matmul_mmw) */
     setenv("OB_CUDA_BF16_CACHE", "1", 1);
     CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
     setenv("OB_CUDA_BF16_MIN", "9", 1);
@@ -365,6 +380,7 @@ TEST(op_matmul_bf16_kept) {
     unsetenv("OB_CUDA_MMQ");
     unsetenv("OB_CUDA_MMV_MAX");
     unsetenv("OB_CUDA_BF16_CACHE");
+    unsetenv("OB_CUDA_MMW");
     if (!bk[0] || !bk[1] || !bk[2] || !bk[3]) goto done;
     static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_IQ4_XS, OB_TYPE_Q5_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -419,6 +435,183 @@ TEST(op_matmul_bf16_kept) {
     }
 done:
     for (int b = 0; b < 4; b++) ob_backend_free(bk[b]);
+}
+
+/* cuBLAS products reuse the input's 16-bit copy when the op just before made it from the same
+ * input in the same type (matmul.cu): a product right after another on the same input gives
+ * the bits it gives alone; after an F16 weight's product (a half copy) a BF16 weight's product
+ * on the same input converts again; after the input changed (an upload between), the product
+ * follows the new input. Everything through cuBLAS (OB_CUDA_MMQ=0, OB_CUDA_MMV_MAX=0). */
+TEST(op_matmul_act16_reuse) {
+    NEED_GPU();
+    ob_backend *g = NULL;
+    setenv("OB_CUDA_MMQ", "0", 1);
+    setenv("OB_CUDA_MMV_MAX", "0", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &g));
+    unsetenv("OB_CUDA_MMQ");
+    unsetenv("OB_CUDA_MMV_MAX");
+    if (!g) return;
+    const int64_t nin = 512, nout = 300, n = 40;
+    static const ob_type types[] = {OB_TYPE_F16, OB_TYPE_BF16, OB_TYPE_Q4_K};
+    wt w[3];
+    ob_tensor wg[3];
+    for (int i = 0; i < 3; i++) {
+        wt_new(&w[i], types[i], nin, nout, 1.0f);
+        wg[i] = w[i].c;
+        CHECK_OK(g->ops->weight(g, &wg[i], w[i].q));
+    }
+    act x, out;
+    act_rand(&x, nin, n, 1.0f);
+    act_new(&out, nout, n, NULL);
+    CHECK_OK(g_gpu->ops->sync(g_gpu));
+    const size_t ob = (size_t)(n * nout) * sizeof(float);
+    float *alone[3], *got = malloc(ob);
+    for (int i = 0; i < 3; i++) { /* each alone: a download between, so nothing is reused */
+        alone[i] = malloc(ob);
+        CHECK_OK(g->ops->matmul(g, &wg[i], &x.g, NULL, &out.g));
+        CHECK_OK(g->ops->download(g, alone[i], out.g.data, ob));
+    }
+    /* F16 then BF16 then Q4_K (bf16 copy reused) on the same input, back to back */
+    for (int i = 0; i < 3; i++) CHECK_OK(g->ops->matmul(g, &wg[i], &x.g, NULL, &out.g));
+    CHECK_OK(g->ops->download(g, got, out.g.data, ob));
+    CHECK_MSG(memcmp(got, alone[2], ob) == 0, "Q4_K right after BF16 on the same input differs from alone");
+    CHECK_OK(g->ops->matmul(g, &wg[0], &x.g, NULL, &out.g));
+    CHECK_OK(g->ops->matmul(g, &wg[1], &x.g, NULL, &out.g)); /* after a half copy: converts again */
+    CHECK_OK(g->ops->download(g, got, out.g.data, ob));
+    CHECK_MSG(memcmp(got, alone[1], ob) == 0, "BF16 right after F16 on the same input differs from alone");
+    float *x2 = malloc((size_t)(nin * n) * sizeof(float));
+    for (int64_t j = 0; j < nin * n; j++) x2[j] = -((const float *)x.c.data)[j];
+    CHECK_OK(g->ops->matmul(g, &wg[1], &x.g, NULL, &out.g));
+    CHECK_OK(g->ops->upload(g, x.g.data, x2, (size_t)(nin * n) * sizeof(float)));
+    CHECK_OK(g->ops->matmul(g, &wg[1], &x.g, NULL, &out.g)); /* the input changed */
+    CHECK_OK(g->ops->download(g, got, out.g.data, ob));
+    int64_t bad = 0;
+    for (int64_t j = 0; j < n * nout; j++) bad += got[j] != -alone[1][j];
+    CHECK_MSG(bad == 0, "%lld outputs after the input changed are not the negated ones (a stale copy?)",
+              (long long)bad);
+    free(x2);
+    free(got);
+    for (int i = 0; i < 3; i++) free(alone[i]), wt_free(&w[i]);
+    act_free(&x);
+    act_free(&out);
+    ob_backend_free(g);
+}
+
+/* The bf16 tensor-core product on weights decoded in the kernel (mmw.cu): its only rounding
+ * is the weights' and activations' to bf16 (the float sums aside), so against a float64
+ * product of exactly those bf16 values the NMSE is float-sum noise - a wrong piece, half,
+ * scale or tile would be O(1). Both grids: split stages with the reduce kernel (default) and
+ * one pass with the bias in the kernel (OB_CUDA_MMW_BLOCKS=1 on a 132-SM H200: 33 x 4 blocks);
+ * rows and tokens past a tile's end; BN 32 and 64. Repeats give the same bits; a product
+ * right after another on the same input reuses its bf16 copy, and one after the input
+ * changed (an upload between) does not. */
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+TEST(op_matmul_mmw) {
+    NEED_GPU();
+    ob_backend *dg = NULL, *one = NULL; /* the default grid; one pass */
+    setenv("OB_CUDA_MMW", "1", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &dg));
+    setenv("OB_CUDA_MMW_BLOCKS", "1", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &one));
+    unsetenv("OB_CUDA_MMW_BLOCKS");
+    unsetenv("OB_CUDA_MMW");
+    if (!one || !dg) goto done;
+    static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_Q4_0, OB_TYPE_Q8_0};
+    static const struct { int64_t nin, nout, n; } shapes[] = {{1024, 4224, 200}, {2048, 1000, 17}, {512, 300, 33}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const int64_t nin = shapes[k].nin, nout = shapes[k].nout, n = shapes[k].n;
+            wt w, b;
+            wt_new(&w, types[i], nin, nout, 1.0f);
+            wt_new(&b, OB_TYPE_F32, nout, 1, 1.0f);
+            act x, out;
+            act_rand(&x, nin, n, 1.0f);
+            act_new(&out, nout, n, NULL);
+            double *ref = malloc((size_t)(n * nout) * sizeof(double));
+            float *wb = malloc((size_t)(nin * nout) * sizeof(float)), *xb = malloc((size_t)(nin * n) * sizeof(float));
+            for (int64_t j = 0; j < nin * nout; j++) wb[j] = bf16_round(w.deq[j]);
+            for (int64_t j = 0; j < nin * n; j++) xb[j] = bf16_round(((const float *)x.c.data)[j]);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < nout; r++) {
+                    double sum = b.deq[r];
+                    for (int64_t j = 0; j < nin; j++) sum += (double)wb[r * nin + j] * xb[t * nin + j];
+                    ref[t * nout + r] = sum;
+                }
+            ob_tensor w0 = w.c, w1 = w.c, bg = b.c;
+            CHECK_OK(dg->ops->weight(dg, &w0, w.q));
+            CHECK_OK(one->ops->weight(one, &w1, w.q));
+            CHECK_OK(dg->ops->weight(dg, &bg, b.q));
+            float *got[3];
+            for (int v = 0; v < 3; v++) { /* default grid twice, then one pass */
+                ob_backend *g = v < 2 ? dg : one;
+                act_poison(&out);
+                CHECK_OK(g_gpu->ops->sync(g_gpu));
+                CHECK_OK(g->ops->matmul(g, v < 2 ? &w0 : &w1, &x.g, &bg, &out.g));
+                CHECK_OK(g->ops->sync(g));
+                got[v] = act_get(&out);
+                const double e = nmse_d(got[v], ref, (size_t)(n * nout));
+                CHECK_MSG(e < 1e-9, "mmw %s [%lld x %lld] x %lld (%s): NMSE vs the bf16 values in float64 %.3g",
+                          ob_type_name(types[i]), (long long)nin, (long long)nout, (long long)n,
+                          v < 2 ? "default grid" : "one pass", e);
+            }
+            CHECK_MSG(memcmp(got[0], got[1], (size_t)(n * nout) * sizeof(float)) == 0, "mmw %s: a repeat differs",
+                      ob_type_name(types[i]));
+            /* the bf16 copy of x: reused by the product right after (w2 on the same input), then
+             * made again after x changed */
+            if (k == 0) {
+                wt w2;
+                wt_new(&w2, types[i], nin, nout, 1.0f);
+                ob_tensor w2d = w2.c;
+                CHECK_OK(dg->ops->weight(dg, &w2d, w2.q));
+                act out2;
+                act_new(&out2, nout, n, NULL);
+                const size_t ob = (size_t)(n * nout) * sizeof(float);
+                float *alone = malloc(ob), *after = malloc(ob), *neg = malloc(ob);
+                CHECK_OK(g_gpu->ops->sync(g_gpu));
+                CHECK_OK(dg->ops->matmul(dg, &w2d, &x.g, NULL, &out2.g));
+                CHECK_OK(dg->ops->download(dg, alone, out2.g.data, ob));
+                CHECK_OK(dg->ops->matmul(dg, &w0, &x.g, NULL, &out.g));
+                CHECK_OK(dg->ops->matmul(dg, &w2d, &x.g, NULL, &out2.g)); /* reuses the copy */
+                CHECK_OK(dg->ops->download(dg, after, out2.g.data, ob));
+                CHECK_MSG(memcmp(alone, after, (size_t)(n * nout) * sizeof(float)) == 0,
+                          "mmw %s: the product after another on the same input differs", ob_type_name(types[i]));
+                float *x2 = malloc((size_t)(nin * n) * sizeof(float));
+                for (int64_t j = 0; j < nin * n; j++) x2[j] = -((const float *)x.c.data)[j];
+                CHECK_OK(dg->ops->matmul(dg, &w0, &x.g, NULL, &out.g));
+                CHECK_OK(dg->ops->upload(dg, x.g.data, x2, (size_t)(nin * n) * sizeof(float)));
+                CHECK_OK(dg->ops->matmul(dg, &w2d, &x.g, NULL, &out2.g)); /* x changed: a new copy */
+                CHECK_OK(dg->ops->download(dg, neg, out2.g.data, ob));
+                int64_t bad = 0;
+                for (int64_t j = 0; j < nout * n; j++) bad += neg[j] != -alone[j];
+                CHECK_MSG(bad == 0, "mmw %s: %lld outputs after the input changed are not the negated ones (a stale "
+                          "bf16 copy?)", ob_type_name(types[i]), (long long)bad);
+                free(x2);
+                free(neg);
+                free(alone);
+                free(after);
+                act_free(&out2);
+                wt_free(&w2);
+            }
+            for (int v = 0; v < 3; v++) free(got[v]);
+            free(ref);
+            free(wb);
+            free(xb);
+            act_free(&x);
+            act_free(&out);
+            wt_free(&w);
+            wt_free(&b);
+        }
+done:
+    ob_backend_free(dg);
+    ob_backend_free(one);
 }
 
 /* Batch invariance (ob_context_set_batch_invariant): a token's product is the same bits alone

@@ -287,25 +287,36 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
             m[g] = mn;
         }
     };
-    int p = start + warp;
-    for (; p + ATT_VEC_WARPS <= end; p += 2 * ATT_VEC_WARPS) {
-        const int p1 = p + ATT_VEC_WARPS;
-        const size_t o0 = (size_t)(table[p / a.block_size] * a.block_size + p % a.block_size) * a.row_bytes;
-        const size_t o1 = (size_t)(table[p1 / a.block_size] * a.block_size + p1 % a.block_size) * a.row_bytes;
-        float k0[EPL], v0[EPL], k1[EPL], v1[EPL];
-        kv_load<KT, EPL>(a.kpool + o0, e0, k0);
-        kv_load<KT, EPL>(a.vpool + o0, e0, v0);
-        kv_load<KT, EPL>(a.kpool + o1, e0, k1);
-        kv_load<KT, EPL>(a.vpool + o1, e0, v1);
-        step(p, k0, v0);
-        step(p1, k1, v1);
-    }
-    if (p <= end) {
-        const size_t o0 = (size_t)(table[p / a.block_size] * a.block_size + p % a.block_size) * a.row_bytes;
-        float k0[EPL], v0[EPL];
-        kv_load<KT, EPL>(a.kpool + o0, e0, k0);
-        kv_load<KT, EPL>(a.vpool + o0, e0, v0);
-        step(p, k0, v0);
+    /* The warp's positions p = start + warp + 4 j, 32 at a time: lane i looks up position j + i's
+     * row in the block table (one load for 32 positions), and the rows' offsets come by shuffle,
+     * so the K/V loads of U positions go out together instead of each waiting on its table
+     * entry. Positions are summed in the same order as one at a time (same bits). */
+    constexpr int U = GT * EPL <= 16 ? 4 : 2;
+    for (int base = start + warp; base <= end; base += OB_WARP * ATT_VEC_WARPS) {
+        const int pl = base + lane * ATT_VEC_WARPS;
+        const unsigned long long off =
+            pl <= end ? (unsigned long long)(table[pl / a.block_size] * a.block_size + pl % a.block_size) * a.row_bytes
+                      : 0ull;
+        const int cnt = min(OB_WARP, (end - base) / ATT_VEC_WARPS + 1);
+        int j = 0;
+        for (; j + U <= cnt; j += U) {
+            float kk[U][EPL], vv[U][EPL];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const size_t o = (size_t)__shfl_sync(0xffffffffu, off, j + u);
+                kv_load<KT, EPL>(a.kpool + o, e0, kk[u]);
+                kv_load<KT, EPL>(a.vpool + o, e0, vv[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) step(base + (j + u) * ATT_VEC_WARPS, kk[u], vv[u]);
+        }
+        for (; j < cnt; j++) {
+            const size_t o = (size_t)__shfl_sync(0xffffffffu, off, j);
+            float k0[EPL], v0[EPL];
+            kv_load<KT, EPL>(a.kpool + o, e0, k0);
+            kv_load<KT, EPL>(a.vpool + o, e0, v0);
+            step(base + j * ATT_VEC_WARPS, k0, v0);
+        }
     }
 
     /* merge the warps: smem [warp][g] m and l, then [warp][g][hd] acc */
@@ -510,8 +521,8 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         while ((tiles + split_tiles - 1) / split_tiles > ATT_MAX_SPLITS) split_tiles *= 2; /* > 16384 positions */
         splits = (tiles + split_tiles - 1) / split_tiles;
         if (splits < 1) splits = 1;
-    } else if (pairs < 2 * (int64_t)c->n_sm && tiles > 1) {
-        int64_t want = (2 * (int64_t)c->n_sm + pairs - 1) / pairs, cap = tiles;
+    } else if (pairs < (int64_t)c->attn_split_sm * c->n_sm && tiles > 1) {
+        int64_t want = ((int64_t)c->attn_split_sm * c->n_sm + pairs - 1) / pairs, cap = tiles;
         if (want > cap) want = cap;
         if (want > ATT_MAX_SPLITS) want = ATT_MAX_SPLITS;
         splits = (int)(want < 1 ? 1 : want);

@@ -629,6 +629,7 @@ static void cuda_free_backend(ob_backend *b) {
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
     if (c->act16_scratch) cudaFree(c->act16_scratch);
+    if (c->mmw_x) cudaFree(c->mmw_x);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->q4_scratch) cudaFree(c->q4_scratch);
     if (c->mmq_scratch) cudaFree(c->mmq_scratch);
@@ -745,7 +746,11 @@ static int backend_init(cuda_backend *c) {
         c->bf16_mode = e && *e ? (atoi(e) ? 1 : 0) : 2;
     }
     c->bf16_left = -1;
-    c->bf16_min = getenv("OB_CUDA_BF16_MIN") ? atoi(getenv("OB_CUDA_BF16_MIN")) : 0;
+    /* measured (bench/RESULTS.md, CUDA session 9): 8B Q4_K_M at 32 / 64 sequences 3,409 / 4,931
+     * tok/s through mmq, 4,054 / 7,290 through the kept copies at 17; 16 sequences level */
+    c->bf16_min = getenv("OB_CUDA_BF16_MIN") ? atoi(getenv("OB_CUDA_BF16_MIN")) : 17;
+    c->attn_split_sm = getenv("OB_CUDA_ATTN_SPLIT") ? atoi(getenv("OB_CUDA_ATTN_SPLIT")) : 2;
+    if (c->attn_split_sm < 1) c->attn_split_sm = 2;
     if (c->mmvq_want < 1) c->mmvq_want = 32;
     {
         int major = 0;
@@ -763,6 +768,16 @@ static int backend_init(cuda_backend *c) {
         c->mmq_split = getenv("OB_CUDA_MMQ_SPLIT") ? atoi(getenv("OB_CUDA_MMQ_SPLIT")) : 0;
         if (c->mmq_blocks < 1) c->mmq_blocks = 4;
         c->mmq_bm = getenv("OB_CUDA_MMQ_BM") ? atoi(getenv("OB_CUDA_MMQ_BM")) : 64;
+        /* bf16 tensor cores on weights decoded in the kernel (mmw.cu) for batches of
+         * OB_CUDA_MMW_MIN..OB_CUDA_MMW_MAX tokens: off unless OB_CUDA_MMW=1 (measured slower
+         * than the int8 product and the kept bf16 copies: its shared-memory and L1 traffic
+         * bounds it, bench/RESULTS.md, CUDA session 9) */
+        c->mmw = c->mmq && getenv("OB_CUDA_MMW") && atoi(getenv("OB_CUDA_MMW")) == 1;
+        c->mmw_min = getenv("OB_CUDA_MMW_MIN") ? atoi(getenv("OB_CUDA_MMW_MIN")) : 17;
+        c->mmw_max = getenv("OB_CUDA_MMW_MAX") ? atoi(getenv("OB_CUDA_MMW_MAX")) : 256;
+        c->mmw_blocks = getenv("OB_CUDA_MMW_BLOCKS") ? atoi(getenv("OB_CUDA_MMW_BLOCKS")) : 2;
+        if (c->mmw_min < 1) c->mmw_min = 1;
+        if (c->mmw_blocks < 1) c->mmw_blocks = 2;
     }
     c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);

@@ -195,6 +195,15 @@ typedef struct cuda_backend {
     size_t gemm_scratch_bytes;
     void *act16_scratch;        /* activations in bf16/f16 for the tensor-core products */
     size_t act16_scratch_bytes;
+    const void *a16_src, *a16_buf; /* the input act16_scratch holds (f16 or bf16), made by op a16_op */
+    int64_t a16_n, a16_nin, a16_ld;
+    bool a16_f16;
+    unsigned long long a16_op;
+    void *mmw_x;                /* a batch's activations in bf16 for mmw.cu, made from mmw_src by op mmw_op */
+    size_t mmw_x_bytes;
+    const void *mmw_src, *mmw_buf;
+    int64_t mmw_n, mmw_nin;
+    unsigned long long mmw_op;
     bool gemm16;                /* 16-bit tensor cores for batches (default); OB_CUDA_GEMM=tf32: float32 + TF32 */
     void *attn_scratch;
     size_t attn_scratch_bytes;
@@ -228,6 +237,7 @@ typedef struct cuda_backend {
     size_t moe_scratch_bytes;
     struct moe_table *moe_tabs;
     int n_moe_tabs, cap_moe_tabs;
+    int attn_split_sm;          /* decode attention: split positions until ~this many blocks an SM (OB_CUDA_ATTN_SPLIT) */
     bool attn_hsplit;           /* vector attention: split a KV head's query heads over blocks when blocks are few (OB_CUDA_ATTN_HSPLIT=0: off) */
     bool mmv16;                 /* F16/BF16 decode without shared-memory staging (OB_CUDA_MMV16=0: off) */
     int mmv16_u, mmv16_want;    /* its loads in flight a lane (OB_CUDA_MMV16_U 4/8), warps wanted an SM (OB_CUDA_MMV16_WANT; 0: by row size) */
@@ -243,7 +253,7 @@ typedef struct cuda_backend {
     struct cuda_bf16_entry *bf16;
     size_t n_bf16, cap_bf16;
     int bf16_mode;              /* 0 off, 1 on (no reserve), 2 auto (default) */
-    int bf16_min;               /* batches this large take a kept copy over mmq (OB_CUDA_BF16_MIN; 0: never) */
+    int bf16_min;               /* batches this large take a bf16 copy (kept, or made now) over mmq (OB_CUDA_BF16_MIN; 0: never) */
     long long bf16_left;
 
     int8_t *luts;               /* OB_LUT_BYTES of IQ4_NL / MXFP4 levels (quant.cuh) */
@@ -265,6 +275,9 @@ typedef struct cuda_backend {
     bool invariant;             /* batch-invariant mode (ob_context_set_batch_invariant, OB_CUDA_INVARIANT=1) */
     int mmq_min, mmq_max, mmq_blocks, mmq_split; /* batches of mmq_min..mmq_max tokens (OB_CUDA_MMQ_MIN, _MAX) */
     int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
+    bool mmw;                   /* bf16 tensor cores on weights decoded in the kernel (mmw.cu; OB_CUDA_MMW=0: off) */
+    unsigned mmw_smem_set;      /* mmw kernels granted their dynamic shared memory (a bit each) */
+    int mmw_min, mmw_max, mmw_blocks; /* batches of mmw_min..mmw_max tokens; split to ~mmw_blocks blocks an SM */
     void *mmq_scratch;
     size_t mmq_scratch_bytes;
     void *argmax_scratch;       /* argmax_rows' ids before they go to the host */

@@ -8,6 +8,7 @@
 
 #include "matmul.cuh"
 #include "mmq.cuh"
+#include "mmw.cuh"
 #include "quant.cuh"
 
 /* Rows dequantized per cuBLAS call are capped so the float scratch stays at
@@ -379,12 +380,19 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         const __nv_bfloat16 *kept = NULL; /* quantized weights: their kept bf16 copy, if any */
         if (!direct) OB_TRY(bf16_cached(c, w, &kept));
         OB_TRY(cuda_scratch(c, &c->act16_scratch, &c->act16_scratch_bytes, (size_t)(n * nin) * 2));
-        if (f16)
+        /* the input's 16-bit copy is reused when the op just before made it from the same input
+         * in the same type (q, k and v; gate and up): nothing ran in between (the op count moved
+         * by one), so input and copy still agree */
+        const bool same = c->a16_src == x->data && c->a16_n == n && c->a16_nin == nin && c->a16_ld == ldb &&
+                          c->a16_f16 == f16 && c->a16_op + 1 == c->n_ops && c->a16_buf == c->act16_scratch;
+        if (!same && f16)
             OB_TRY(cuda_launch(c, act16_kernel<__half>, grid_for(n * nin, 256, c), 256, 0, (const float *)x->data,
                                ldb, nin, n, (__half *)c->act16_scratch));
-        else
+        else if (!same)
             OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0,
                                (const float *)x->data, ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
+        c->a16_src = x->data, c->a16_n = n, c->a16_nin = nin, c->a16_ld = ldb, c->a16_f16 = f16;
+        c->a16_op = c->n_ops, c->a16_buf = c->act16_scratch;
         if (direct) {
             OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
                                    dt, (int)(w->nb[1] / 2), c->act16_scratch, dt, (int)nin, &zero, out->data,
@@ -460,12 +468,24 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     if (n <= 0 || nout <= 0) return 0;
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
-    /* OB_CUDA_BF16_MIN=N (experimental, off by default, not yet measured): batches of N tokens
-     * and more multiply the kept bf16 copy through cuBLAS instead of the int8 tensor-core
-     * product - a memory-bound read of the copy against a product bound by its per-piece float
-     * work (docs/cuda.md, "What is left") */
-    if (c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && w->nb[1] % 2 == 0 && bf16_kept(c, w))
-        return matmul_gemm(c, w, x, bias, out);
+    /* Quantized weights decoded to bf16 inside a tensor-core kernel (mmw.cu) for decode batches
+     * of many sequences and mid-sized prompt batches */
+    if (cuda_mmw_usable(c, w, n) && x->type == OB_TYPE_F32) return cuda_mmw_matmul(c, w, x, bias, out);
+    /* Batches of bf16_min tokens and more (OB_CUDA_BF16_MIN, default 17) multiply a bf16 copy
+     * of a quantized weight through cuBLAS instead of the int8 tensor-core product - a read of
+     * the copy bound by memory against a product bound by its per-piece float work: 8B Q4_K_M
+     * at 64 sequences 4,931 -> 7,290 tok/s. The copy is made here at the weight's first such
+     * batch while the memory is there (bf16_cached); without one, the int8 product. */
+    if (c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && w->nb[1] % 2 == 0 && w->type != OB_TYPE_F16 &&
+        w->type != OB_TYPE_BF16 && w->type != OB_TYPE_F32) {
+        const __nv_bfloat16 *kept = bf16_kept(c, w);
+        const long long bytes = (long long)(w->ne[0] * w->ne[1] * 2);
+        if (!kept && c->bf16_mode && (c->bf16_left < 0 || bytes <= c->bf16_left) && cuda_mmq_usable(c, w, n)) {
+            OB_TRY(cuda_flush(c)); /* the copy is made outside a recorded step */
+            OB_TRY(bf16_cached(c, w, &kept));
+        }
+        if (kept) return matmul_gemm(c, w, x, bias, out);
+    }
     if (cuda_mmvq_usable(c, w, n) || cuda_mmq_usable(c, w, n)) return cuda_mmvq_matmul(c, w, x, bias, out);
     /* The matrix-vector kernel reads activations as float4: rows must be 16-byte aligned. */
     const bool aligned = ((uintptr_t)x->data % 16) == 0 && x->nb[1] % 16 == 0;

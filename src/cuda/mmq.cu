@@ -47,6 +47,7 @@
 #include "hopper.cuh"
 #include "matmul.cuh"
 #include "mmq.cuh"
+#include "mmq_w.cuh"
 #include "mmvq.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
@@ -81,165 +82,11 @@ static __device__ __forceinline__ void imma_k16(int c[4], uint32_t a0, uint32_t 
 #endif
 }
 
-/* ---- weight pieces: raw bytes (load) and their int8 codes and scales (decode) ----
- *
- * piece p (0..7) of step kb of a row: elements 256 kb + 32 p .. + 31. load()
- * issues the global reads only; decode() turns them into 8 words of int8
- * codes (element order), the piece's scale(s) dw and its offset factor mw. */
-template <int T> struct mmq_w;
-
-/* k4_scale_min (quant.cuh) on the 12 scale bytes held in three words, with
- * a run-time sub-block index that stays in registers. */
-static __device__ __forceinline__ void k4_scale_min_words(uint32_t w0, uint32_t w1, uint32_t w2, int p, int &sc,
-                                                          int &mn) {
-    const uint64_t lo = (uint64_t)w1 << 32 | w0; /* bytes 0..7 */
-    if (p < 4) {
-        sc = (int)(lo >> (8 * p)) & 63;
-        mn = (int)(lo >> (8 * (p + 4))) & 63;
-    } else {
-        const int b4 = (int)(w2 >> (8 * (p - 4))) & 0xff; /* byte p + 4 */
-        sc = (b4 & 0x0f) | (((int)(lo >> (8 * (p - 4))) & 0xff) >> 6) << 4;
-        mn = (b4 >> 4) | (((int)(lo >> (8 * p)) & 0xff) >> 6) << 4;
-    }
-}
-
-template <> struct mmq_w<OB_TYPE_Q4_K> {
-    static constexpr int SUB = 32;
-    static constexpr bool MIN = true;
-    struct raw {
-        uint4 head, c0, c1; /* d, dmin, 12 scale bytes; the 32 code bytes of the piece's pair */
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
-        const uint8_t *b = row + (size_t)kb * 144;
-        r.head = *(const uint4 *)b;
-        r.c0 = *(const uint4 *)(b + 16 + 32 * (p / 2));
-        r.c1 = *(const uint4 *)(b + 32 + 32 * (p / 2));
-    }
-    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
-        const uint32_t w[8] = {r.c0.x, r.c0.y, r.c0.z, r.c0.w, r.c1.x, r.c1.y, r.c1.z, r.c1.w};
-        const int sh = 4 * (p & 1);
-#pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = (w[i] >> sh) & 0x0F0F0F0Fu;
-        int sc, mn;
-        k4_scale_min_words(r.head.y, r.head.z, r.head.w, p, sc, mn);
-        const float d = ob_h2f((uint16_t)(r.head.x & 0xffffu)), dmin = ob_h2f((uint16_t)(r.head.x >> 16));
-        dw[0] = dw[1] = d * (float)sc;
-        mw = -dmin * (float)mn;
-    }
-};
-
-template <> struct mmq_w<OB_TYPE_Q5_K> {
-    static constexpr int SUB = 32;
-    static constexpr bool MIN = true;
-    struct raw {
-        uint4 head, h0, h1, c0, c1; /* d, dmin, scales; the 32 high-bit bytes; the pair's 32 code bytes */
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
-        const uint8_t *b = row + (size_t)kb * 176;
-        r.head = *(const uint4 *)b;
-        r.h0 = *(const uint4 *)(b + 16);
-        r.h1 = *(const uint4 *)(b + 32);
-        r.c0 = *(const uint4 *)(b + 48 + 32 * (p / 2));
-        r.c1 = *(const uint4 *)(b + 64 + 32 * (p / 2));
-    }
-    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
-        const uint32_t w[8] = {r.c0.x, r.c0.y, r.c0.z, r.c0.w, r.c1.x, r.c1.y, r.c1.z, r.c1.w};
-        const uint32_t h[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
-        const int sh = 4 * (p & 1);
-#pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = ((w[i] >> sh) & 0x0F0F0F0Fu) | (((h[i] >> p) & 0x01010101u) << 4);
-        int sc, mn;
-        k4_scale_min_words(r.head.y, r.head.z, r.head.w, p, sc, mn);
-        const float d = ob_h2f((uint16_t)(r.head.x & 0xffffu)), dmin = ob_h2f((uint16_t)(r.head.x >> 16));
-        dw[0] = dw[1] = d * (float)sc;
-        mw = -dmin * (float)mn;
-    }
-};
-
-/* Q6_K (210 bytes, 2-byte aligned): ql[128], qh[64], scales[16], d. Piece p:
- * h = p / 4, k = p % 4; low nibble from ql[64 h + 32 (k & 1) + l] >> 4 (k >> 1),
- * two high bits from qh[32 h + l] >> 2 k; the code minus 32 is the signed
- * value. Two 16-element sub-blocks with integer scales: decode gives the
- * two scales as integers (their bits in dw[0], dw[1]) and the block's d in
- * mw; the kernel weighs the two halves' integer sums by them in integers. */
-template <> struct mmq_w<OB_TYPE_Q6_K> {
-    static constexpr int SUB = 16;
-    static constexpr bool MIN = false;
-    struct raw {
-        uint32_t l[8], h[8];
-        uint32_t sc; /* scales[2p], scales[2p + 1] */
-        uint32_t d;
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
-        const uint8_t *b = row + (size_t)kb * 210;
-        const int h = p / 4, k = p % 4;
-        const uint16_t *pl = (const uint16_t *)(b + 64 * h + 32 * (k & 1)), *ph = (const uint16_t *)(b + 128 + 32 * h);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            r.l[i] = (uint32_t)pl[2 * i] | (uint32_t)pl[2 * i + 1] << 16;
-            r.h[i] = (uint32_t)ph[2 * i] | (uint32_t)ph[2 * i + 1] << 16;
-        }
-        r.sc = *(const uint16_t *)(b + 192 + 2 * p);
-        r.d = *(const uint16_t *)(b + 208);
-    }
-    static __device__ __forceinline__ void decode(const raw &r, int p, uint32_t q[8], float dw[2], float &mw) {
-        const int k = p % 4, sl = 4 * (k >> 1), sh = 2 * k;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            q[i] = ob_vsub4(((r.l[i] >> sl) & 0x0F0F0F0Fu) | (((r.h[i] >> sh) & 0x03030303u) << 4), 0x20202020u);
-        dw[0] = __int_as_float((int)(int8_t)(r.sc & 0xffu));
-        dw[1] = __int_as_float((int)(int8_t)(r.sc >> 8));
-        mw = ob_h2f((uint16_t)r.d);
-    }
-};
-
-/* Q4_0 (18 bytes, 2-byte aligned): the piece is block 8 kb + p; low nibbles
- * are elements 0..15, high nibbles 16..31, value q - 8 (the codes go to the
- * tensor cores as the signed bytes q - 8, so there is no offset term). */
-template <> struct mmq_w<OB_TYPE_Q4_0> {
-    static constexpr int SUB = 32;
-    static constexpr bool MIN = false;
-    struct raw {
-        uint32_t c[4];
-        uint32_t d;
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
-        const uint16_t *b = (const uint16_t *)(row + (size_t)(8 * kb + p) * 18);
-        r.d = b[0];
-#pragma unroll
-        for (int i = 0; i < 4; i++) r.c[i] = (uint32_t)b[1 + 2 * i] | (uint32_t)b[2 + 2 * i] << 16;
-    }
-    static __device__ __forceinline__ void decode(const raw &r, int, uint32_t q[8], float dw[2], float &mw) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            q[i] = ob_vsub4(r.c[i] & 0x0F0F0F0Fu, 0x08080808u), q[4 + i] = ob_vsub4((r.c[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
-        const float d = ob_h2f((uint16_t)r.d);
-        dw[0] = dw[1] = d;
-        mw = 0.0f;
-    }
-};
-
-/* Q8_0 (34 bytes, 2-byte aligned): block 8 kb + p, 32 signed bytes. */
-template <> struct mmq_w<OB_TYPE_Q8_0> {
-    static constexpr int SUB = 32;
-    static constexpr bool MIN = false;
-    struct raw {
-        uint32_t c[8];
-        uint32_t d;
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int kb, int p, raw &r) {
-        const uint16_t *b = (const uint16_t *)(row + (size_t)(8 * kb + p) * 34);
-        r.d = b[0];
-#pragma unroll
-        for (int i = 0; i < 8; i++) r.c[i] = (uint32_t)b[1 + 2 * i] | (uint32_t)b[2 + 2 * i] << 16;
-    }
-    static __device__ __forceinline__ void decode(const raw &r, int, uint32_t q[8], float dw[2], float &mw) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = r.c[i];
-        dw[0] = dw[1] = ob_h2f((uint16_t)r.d);
-        mw = 0.0f;
-    }
-};
+/* An integer |v| < 2^22 as a float, exactly, without I2F (a quarter-rate conversion on these
+ * GPUs, one per output and piece here): v added to the bits of 1.5 x 2^23 is 1.5 x 2^23 + v,
+ * and one FADD takes 1.5 x 2^23 off. A 32-element piece's sum of int8 products is at most
+ * 32 x 128 x 127 < 2^19. (Q6_K's halves weighed by their scales can pass 2^22: I2F there.) */
+static __device__ __forceinline__ float i22_float(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
 
 /* ---- the kernel ---- */
 
@@ -385,16 +232,19 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
                     int c[4];
                     imma_k32(c, a0, a1, a2, a3, b0, b1);
                     const float4 xx = *(const float4 *)&s.xd[q][tb + 2 * tig]; /* tokens 2 tig and 2 tig + 1 */
+                    float f[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) f[e] = i22_float(c[e]);
                     if constexpr (W::MIN) {
-                        acc[j][0] = ob_fma((float)c[0], ob_fmul(dwa, xx.x), ob_fma(mwa, xx.y, acc[j][0]));
-                        acc[j][1] = ob_fma((float)c[1], ob_fmul(dwa, xx.z), ob_fma(mwa, xx.w, acc[j][1]));
-                        acc[j][2] = ob_fma((float)c[2], ob_fmul(dwb, xx.x), ob_fma(mwb, xx.y, acc[j][2]));
-                        acc[j][3] = ob_fma((float)c[3], ob_fmul(dwb, xx.z), ob_fma(mwb, xx.w, acc[j][3]));
+                        acc[j][0] = ob_fma(f[0], ob_fmul(dwa, xx.x), ob_fma(mwa, xx.y, acc[j][0]));
+                        acc[j][1] = ob_fma(f[1], ob_fmul(dwa, xx.z), ob_fma(mwa, xx.w, acc[j][1]));
+                        acc[j][2] = ob_fma(f[2], ob_fmul(dwb, xx.x), ob_fma(mwb, xx.y, acc[j][2]));
+                        acc[j][3] = ob_fma(f[3], ob_fmul(dwb, xx.z), ob_fma(mwb, xx.w, acc[j][3]));
                     } else {
-                        acc[j][0] = ob_fma((float)c[0], ob_fmul(dwa, xx.x), acc[j][0]);
-                        acc[j][1] = ob_fma((float)c[1], ob_fmul(dwa, xx.z), acc[j][1]);
-                        acc[j][2] = ob_fma((float)c[2], ob_fmul(dwb, xx.x), acc[j][2]);
-                        acc[j][3] = ob_fma((float)c[3], ob_fmul(dwb, xx.z), acc[j][3]);
+                        acc[j][0] = ob_fma(f[0], ob_fmul(dwa, xx.x), acc[j][0]);
+                        acc[j][1] = ob_fma(f[1], ob_fmul(dwa, xx.z), acc[j][1]);
+                        acc[j][2] = ob_fma(f[2], ob_fmul(dwb, xx.x), acc[j][2]);
+                        acc[j][3] = ob_fma(f[3], ob_fmul(dwb, xx.z), acc[j][3]);
                     }
                 }
             }

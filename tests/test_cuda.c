@@ -209,17 +209,22 @@ static void wt_free(wt *w) {
 /* Bound on NMSE against the CPU backend for weight type t (file comment). */
 static double cpu_bound(ob_type t) { return t == OB_TYPE_F32 ? 1e-8 : 5e-4; }
 
-/* Whether matmul.cu sends this product to a kernel on q8 activations: the integer decode
- * kernel (cuda_mmvq_usable, up to 64 tokens) or the int8 tensor-core product (cuda_mmq_usable,
- * OB_CUDA_MMQ_MIN..OB_CUDA_MMQ_MAX tokens, default 6..64, rows of whole 256-element steps; every GPU this test
- * runs on has int8 tensor cores). */
-static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
-    const char *env = getenv("OB_CUDA_MMVQ"), *mq = getenv("OB_CUDA_MMQ"), *mqmax = getenv("OB_CUDA_MMQ_MAX"),
-               *mqmin = getenv("OB_CUDA_MMQ_MIN");
+/* Whether matmul.cu sends this product to the int8 tensor-core product (cuda_mmq_usable:
+ * OB_CUDA_MMQ_MIN..OB_CUDA_MMQ_MAX tokens, default 6..64, rows of whole 256-element steps;
+ * every GPU this test runs on has int8 tensor cores), and whether to a kernel on q8
+ * activations at all: that one or the integer decode kernel (cuda_mmvq_usable, up to 64
+ * tokens). */
+static bool mmq_takes(ob_type t, int64_t nin, int64_t n) {
+    const char *mq = getenv("OB_CUDA_MMQ"), *mqmax = getenv("OB_CUDA_MMQ_MAX"), *mqmin = getenv("OB_CUDA_MMQ_MIN");
     const int64_t mmq_max = mqmax ? atoi(mqmax) : 64, mmq_min = mqmin && atoi(mqmin) >= 2 ? atoi(mqmin) : 6;
     const bool mmq_type = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ||
                           t == OB_TYPE_Q6_K;
-    if (!(mq && atoi(mq) == 0) && mmq_type && n >= mmq_min && n <= mmq_max && nin % 256 == 0) return true;
+    return !(mq && atoi(mq) == 0) && mmq_type && n >= mmq_min && n <= mmq_max && nin % 256 == 0;
+}
+
+static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
+    const char *env = getenv("OB_CUDA_MMVQ");
+    if (mmq_takes(t, nin, n)) return true;
     if ((env && atoi(env) == 0) || n > 64) return false;
     switch (t) {
     case OB_TYPE_Q4_0:
@@ -242,6 +247,17 @@ static bool mmw_takes(ob_type t, int64_t nin, int64_t n) {
     const bool type = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ||
                       t == OB_TYPE_Q6_K;
     return on && atoi(on) == 1 && !(mq && atoi(mq) == 0) && type && nin % 256 == 0 && n >= mn && n <= mx;
+}
+
+/* Whether matmul.cu sends this product to cuBLAS on a kept bf16 copy of the weight instead of
+ * the int8 tensor cores: batches of OB_CUDA_BF16_MIN tokens and up (default 17; 0 never) that
+ * the tensor-core product would take, while copies are allowed (OB_CUDA_BF16_CACHE not 0; the
+ * test's weights are a model's, registered with the backend, and the device has the room). */
+static bool copies_take(ob_type t, int64_t nin, int64_t n) {
+    const char *mn = getenv("OB_CUDA_BF16_MIN"), *cache = getenv("OB_CUDA_BF16_CACHE");
+    const int64_t lo = mn ? atoi(mn) : 17;
+    if (lo <= 0 || n < lo || (cache && *cache && atoi(cache) == 0)) return false;
+    return mmq_takes(t, nin, n);
 }
 
 /* Activations as the integer kernel sees them: per 32, d = max|x| / 127 and
@@ -275,10 +291,10 @@ static void check_matmul(ob_type type, int64_t nin, int64_t nout, int64_t n, boo
     double *ref = malloc((size_t)(n * nout) * sizeof(double));
     /* which path the backend takes (matmul.cu): the integer decode kernel (mmvq.cu) for its
      * types, else the float decode kernel, else cuBLAS (16-bit tensor cores unless F32) */
-    const bool mmw = mmw_takes(type, nin, n);
-    const bool mmvq = !mmw && mmvq_takes(type, nin, n);
-    const bool mmv = !mmw && !mmvq && nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
-    const bool tc = mmw || (!mmvq && !mmv && type != OB_TYPE_F32);
+    const bool mmw = mmw_takes(type, nin, n), copies = !mmw && copies_take(type, nin, n);
+    const bool mmvq = !mmw && !copies && mmvq_takes(type, nin, n);
+    const bool mmv = !mmw && !copies && !mmvq && nin % 8 == 0 && n <= 64 && !(type == OB_TYPE_F32 && n > 8);
+    const bool tc = mmw || copies || (!mmvq && !mmv && type != OB_TYPE_F32);
     /* The integer kernel multiplies by the activations rounded to 8 bits per 32 (mmvq.cuh):
      * its reference uses exactly those, so the bound stays float rounding. */
     const float *xs = mmvq ? q8_round(x.c.data, nin, n) : x.c.data;
@@ -494,6 +510,79 @@ TEST(op_matmul_act16_reuse) {
     for (int i = 0; i < 3; i++) free(alone[i]), wt_free(&w[i]);
     act_free(&x);
     act_free(&out);
+    ob_backend_free(g);
+}
+
+/* Decode batches of 17+ tokens on kept bf16 weight copies: the RMSNorm and the GLU write their output's bf16 copy for the product after them
+ * (elementwise.cu, cuda_b16_wanted) instead of the q8 copy. That copy must be the bits the
+ * product's own conversion makes: norm/GLU then product right after equals the same with a
+ * download in between (the product converts for itself); and a batch below the threshold
+ * (16 tokens: the q8 copy and the int8 kernels) still matches the CPU. */
+TEST(op_decode_b16_copies) {
+    NEED_GPU();
+    ob_backend *g = NULL;
+    setenv("OB_CUDA_BF16_CACHE", "1", 1);
+    CHECK_OK(ob_backend_cuda_create(0, &g));
+    unsetenv("OB_CUDA_BF16_CACHE");
+    if (!g) return;
+    const int64_t d = 512, f = 1024;
+    wt wq, wd, nw;
+    wt_new(&wq, OB_TYPE_Q4_K, d, 300, 1.0f);
+    wt_new(&wd, OB_TYPE_Q6_K, f, d, 1.0f);
+    wt_new(&nw, OB_TYPE_F32, d, 1, 1.0f);
+    ob_tensor q = wq.c, dn = wd.c, nwg = nw.c;
+    CHECK_OK(g->ops->weight(g, &q, wq.q));
+    CHECK_OK(g->ops->weight(g, &dn, wd.q));
+    CHECK_OK(g->ops->weight(g, &nwg, nw.q));
+    static const int64_t ns[] = {32, 16};
+    for (int k = 0; k < 2; k++) {
+        const int64_t n = ns[k];
+        act x, y, gt, up, h, o1, o2;
+        act_rand(&x, d, n, 1.0f);
+        act_new(&y, d, n, NULL);
+        act_rand(&gt, f, n, 1.0f);
+        act_rand(&up, f, n, 1.0f);
+        act_new(&h, f, n, NULL);
+        act_new(&o1, 300, n, NULL);
+        act_new(&o2, d, n, NULL);
+        CHECK_OK(g_gpu->ops->sync(g_gpu));
+        const size_t b1 = (size_t)(300 * n) * sizeof(float), b2 = (size_t)(d * n) * sizeof(float);
+        float *a1 = malloc(b1), *a2 = malloc(b1), *c1 = malloc(b2), *c2 = malloc(b2), *tmp = malloc(b2 * 2);
+        /* copies made (a first batch of this size), then norm -> product back to back */
+        CHECK_OK(g->ops->matmul(g, &q, &x.g, NULL, &o1.g));
+        CHECK_OK(g->ops->matmul(g, &dn, &gt.g, NULL, &o2.g));
+        CHECK_OK(g->ops->rms_norm(g, &x.g, &nwg, 1e-5f, d, &y.g));
+        CHECK_OK(g->ops->matmul(g, &q, &y.g, NULL, &o1.g));
+        CHECK_OK(g->ops->download(g, a1, o1.g.data, b1));
+        CHECK_OK(g->ops->rms_norm(g, &x.g, &nwg, 1e-5f, d, &y.g));
+        CHECK_OK(g->ops->download(g, tmp, y.g.data, b2)); /* an op between: the product converts y itself */
+        CHECK_OK(g->ops->matmul(g, &q, &y.g, NULL, &o1.g));
+        CHECK_OK(g->ops->download(g, a2, o1.g.data, b1));
+        CHECK_MSG(memcmp(a1, a2, b1) == 0, "n %lld: norm -> product differs from norm, download, product", (long long)n);
+        /* GLU -> down product */
+        CHECK_OK(g->ops->glu(g, OB_ACT_SILU, &gt.g, &up.g, &h.g));
+        CHECK_OK(g->ops->matmul(g, &dn, &h.g, NULL, &o2.g));
+        CHECK_OK(g->ops->download(g, c1, o2.g.data, b2));
+        CHECK_OK(g->ops->glu(g, OB_ACT_SILU, &gt.g, &up.g, &h.g));
+        CHECK_OK(g->ops->download(g, tmp, h.g.data, b2 * 2));
+        CHECK_OK(g->ops->matmul(g, &dn, &h.g, NULL, &o2.g));
+        CHECK_OK(g->ops->download(g, c2, o2.g.data, b2));
+        CHECK_MSG(memcmp(c1, c2, b2) == 0, "n %lld: glu -> down product differs from glu, download, product",
+                  (long long)n);
+        /* and against the CPU: the GLU output through the down product */
+        ob_tensor hc = h.c;
+        memcpy(hc.data, tmp, b2 * 2);
+        act oc;
+        act_new(&oc, d, n, NULL);
+        CHECK_OK(g_cpu->ops->matmul(g_cpu, &wd.c, &hc, NULL, &oc.c));
+        const double e = nmse(c1, oc.c.data, (size_t)(d * n));
+        CHECK_MSG(e < cpu_bound(OB_TYPE_Q6_K), "n %lld: glu -> down product NMSE vs CPU %.3g", (long long)n, e);
+        act_free(&oc);
+        free(a1), free(a2), free(c1), free(c2), free(tmp);
+        act_free(&x), act_free(&y), act_free(&gt), act_free(&up), act_free(&h), act_free(&o1),
+            act_free(&o2);
+    }
+    wt_free(&wq), wt_free(&wd), wt_free(&nw);
     ob_backend_free(g);
 }
 

@@ -83,7 +83,7 @@ static void stage_reset(cuda_backend *c) {
 
 /* ---- CUDA graphs (common.cuh: the recording) ---- */
 
-#define CUDA_GRAPH_SLOTS 8
+#define CUDA_GRAPH_SLOTS 16
 
 typedef struct cuda_rec {
     const void *func;
@@ -789,6 +789,9 @@ static int backend_init(cuda_backend *c) {
         c->pdl_all = c->pdl && !(getenv("OB_CUDA_PDL_ALL") && atoi(getenv("OB_CUDA_PDL_ALL")) == 0);
     }
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
+    /* up to 16 tokens: a whole step in one graph (the int8 products; 17 and more take cuBLAS,
+     * which runs outside graphs); 8B Q4_K_M at 16 sequences 1,861 -> 2,071 tok/s */
+    c->graph_max = getenv("OB_CUDA_GRAPH_MAX") ? atoi(getenv("OB_CUDA_GRAPH_MAX")) : 16;
     c->prof = getenv("OB_CUDA_PROF") && atoi(getenv("OB_CUDA_PROF")) > 0;
     if (c->prof) {
         c->graphs = false; /* each launch timed on its own */

@@ -297,6 +297,7 @@ typedef struct cuda_backend {
      * one launch per step instead of hundreds, the GPU running the kernels
      * back to back. A different list of kernels builds a new graph. */
     bool graphs, recording;
+    int graph_max;              /* forward passes of up to this many tokens are recorded (OB_CUDA_GRAPH_MAX, 8) */
     size_t rec_stage0;           /* staging ring offset where the recording began */
     struct cuda_rec *recs;       /* the launches recorded so far */
     int n_recs, cap_recs;

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(1024)
 #define NORMV_T 256
 #define NORMV_MAX 8
 
-template <bool ADD>
+template <bool ADD, bool B16>
 __global__ void __launch_bounds__(NORMV_T)
     rms_norm_vec_kernel(const float *a, int64_t lda, const float *b, int64_t ldb, float *sum, int64_t lds, float *y,
                         int64_t ldy, const float *__restrict__ w, int d, float eps, int8_t *__restrict__ qx,
@@ -149,7 +149,10 @@ __global__ void __launch_bounds__(NORMV_T)
             o.z = w ? (v[k].z * s) * wv[k].z : v[k].z * s;
             o.w = w ? (v[k].w * s) * wv[k].w : v[k].w * s;
             ((float4 *)(y + row * ldy))[i] = o;
-            if (qx) {
+            if (B16) { /* the bf16 copy (qx is its [n][d] buffer), as the act16 conversion rounds */
+                const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
+                ((uint2 *)((__nv_bfloat16 *)qx + row * d))[i] = make_uint2(*(const uint32_t *)&lo, *(const uint32_t *)&hi);
+            } else if (qx) {
                 float am = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
 #pragma unroll
                 for (int m = 1; m < 8; m <<= 1) am = fmaxf(am, __shfl_xor_sync(OB_FULL_MASK, am, m));
@@ -194,6 +197,13 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
                              (uintptr_t)(4 * ldx) | (uintptr_t)(4 * ldy) |
                              (fuse ? (uintptr_t)pa->a | (uintptr_t)pa->b | (uintptr_t)(4 * pa->lda) | (uintptr_t)(4 * pa->ldb) : 0);
         const bool vec = c->norm_vec && !c->invariant && d % 128 == 0 && d <= 4 * NORMV_T * NORMV_MAX && al % 16 == 0;
+        /* the products' input copy: q8 for the integer kernels, or bf16 for kept bf16 copies of
+         * the weights (cuda_b16_wanted; the 16-byte kernel only) */
+        const bool b16 = vec && cuda_b16_wanted(c, n);
+        if (b16) {
+            OB_TRY(cuda_b16_target(c, n, d, (void **)&qx));
+            dx = NULL;
+        }
         cuda_pdl_next(c);
         if (fuse) {
             /* the add just recorded feeds this norm: one kernel does both */
@@ -201,21 +211,23 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
             c->rec_used = pa->rec_off;
             c->last_add.op = 0;
             if (vec)
-                OB_TRY(cuda_launch(c, rms_norm_vec_kernel<true>, (unsigned)n, NORMV_T, 0, pa->a, pa->lda, pa->b, pa->ldb,
-                                   (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
+                OB_TRY(cuda_launch(c, b16 ? rms_norm_vec_kernel<true, true> : rms_norm_vec_kernel<true, false>,
+                                   (unsigned)n, NORMV_T, 0, pa->a, pa->lda, pa->b, pa->ldb, (float *)x->data, ldx,
+                                   (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
             else
                 OB_TRY(cuda_launch(c, rms_norm_row_kernel<true>, (unsigned)n, 1024, 0, pa->a, pa->lda, pa->b, pa->ldb,
                                    (float *)x->data, ldx, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
         } else if (vec) {
-            OB_TRY(cuda_launch(c, rms_norm_vec_kernel<false>, (unsigned)n, NORMV_T, 0, (const float *)x->data, ldx,
-                               (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
-                               wd, (int)d, eps, qx, dx));
+            OB_TRY(cuda_launch(c, b16 ? rms_norm_vec_kernel<false, true> : rms_norm_vec_kernel<false, false>,
+                               (unsigned)n, NORMV_T, 0, (const float *)x->data, ldx, (const float *)NULL, (int64_t)0,
+                               (float *)NULL, (int64_t)0, (float *)out->data, ldy, wd, (int)d, eps, qx, dx));
         } else {
             OB_TRY(cuda_launch(c, rms_norm_row_kernel<false>, (unsigned)n, 1024, 0, (const float *)x->data, ldx,
                                (const float *)NULL, (int64_t)0, (float *)NULL, (int64_t)0, (float *)out->data, ldy,
                                wd, (int)d, eps, qx, dx));
         }
-        cuda_q8_made(c, out->data, n, d);
+        if (b16) cuda_b16_made(c, out->data, n, d, ldy);
+        else cuda_q8_made(c, out->data, n, d);
         return 0;
     }
     if (group <= 0 || x->ne[0] % group) return ob_cuda_err(OB_ERR_INTERNAL, "rms_norm: group %lld", (long long)group);
@@ -685,6 +697,7 @@ __global__ void glu_kernel(int act, const float *g, int64_t ldg, const float *u,
 
 /* glu_kernel for a decode batch, also writing the q8 copy the down product
  * reads: a thread per element, so a warp holds one 32-element q8 block. */
+template <bool B16>
 __global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
                               int64_t d, int64_t total, int8_t *__restrict__ qx, float *__restrict__ dx) {
     ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
@@ -694,6 +707,10 @@ __global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float 
     const float a = act_f(act, g[r * ldg + k]);
     const float o = u ? a * u[r * ldu + k] : a;
     y[r * ldy + k] = o;
+    if (B16) { /* the bf16 copy instead (qx is its [n][d] buffer) */
+        ((__nv_bfloat16 *)qx)[i] = __float2bfloat16_rn(o);
+        return;
+    }
     const float amax = warp_max(fabsf(o));
     const float dq = amax / 127.0f, id = dq != 0.0f ? 1.0f / dq : 0.0f;
     const float q = roundf(o * id);
@@ -708,15 +725,20 @@ int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tenso
     const int64_t d = gate->ne[0], total = d * gate->ne[1];
     if (total <= 0) return 0;
     if (d % 32 == 0 && gate->ne[1] <= c->mmv_max) {
+        /* the down product's input copy: q8 for the integer kernels, or bf16 for a kept bf16
+         * copy of the weight (cuda_b16_wanted) */
+        const bool b16 = cuda_b16_wanted(c, gate->ne[1]) && out->nb[1] == (size_t)d * 4;
         int8_t *qx;
-        float *dx;
-        OB_TRY(cuda_q8_target(c, gate->ne[1], d, &qx, &dx));
+        float *dx = NULL;
+        if (b16) OB_TRY(cuda_b16_target(c, gate->ne[1], d, (void **)&qx));
+        else OB_TRY(cuda_q8_target(c, gate->ne[1], d, &qx, &dx));
         cuda_pdl_next(c);
-        OB_TRY(cuda_launch(c, glu_q8_kernel, ob_div_up((size_t)total, 256), 256, 0, (int)act,
-                           (const float *)gate->data, (int64_t)(gate->nb[1] / 4),
+        OB_TRY(cuda_launch(c, b16 ? glu_q8_kernel<true> : glu_q8_kernel<false>, ob_div_up((size_t)total, 256), 256, 0,
+                           (int)act, (const float *)gate->data, (int64_t)(gate->nb[1] / 4),
                            up ? (const float *)up->data : (const float *)NULL, up ? (int64_t)(up->nb[1] / 4) : 0,
                            (float *)out->data, (int64_t)(out->nb[1] / 4), d, total, qx, dx));
-        cuda_q8_made(c, out->data, gate->ne[1], d);
+        if (b16) cuda_b16_made(c, out->data, gate->ne[1], d, d);
+        else cuda_q8_made(c, out->data, gate->ne[1], d);
         return 0;
     }
     OB_TRY(cuda_launch(c, glu_kernel, ew_grid(total, c), 256, 0,

@@ -70,9 +70,10 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
                                (long long)table->ne[1]);
     if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "get_rows: %lld rows in one call", (long long)n);
     /* the embedding lookup starts a forward pass: record a batch of up to 8
-     * tokens into a graph (a graph a batch size: CUDA_GRAPH_SLOTS keeps 8, so
-     * a server whose batch size changes step to step does not rebuild them) */
-    if (n <= 8) OB_TRY(cuda_graph_begin(c));
+     * tokens (OB_CUDA_GRAPH_MAX, default 16) into a graph (a graph a batch size:
+     * CUDA_GRAPH_SLOTS keeps 16, so a server whose batch size changes step to step does not
+     * rebuild them) */
+    if (n <= c->graph_max) OB_TRY(cuda_graph_begin(c));
     const void *d_ids;
     OB_TRY(cuda_stage(c, ids, (size_t)n * sizeof(int32_t), &d_ids));
     const int64_t ne0 = table->ne[0], ldo = (int64_t)(out->nb[1] / sizeof(float));
@@ -256,6 +257,21 @@ __global__ void add_bias_kernel(float *__restrict__ out, int64_t ldo, int64_t no
         out[(i / nout) * ldo + i % nout] += bias[i % nout];
 }
 
+bool cuda_b16_wanted(const cuda_backend *c, int64_t n) {
+    return c->gemm16 && c->bf16_mode && c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && c->n_bf16 > 0;
+}
+
+int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb) {
+    OB_TRY(cuda_scratch(c, &c->act16_scratch, &c->act16_scratch_bytes, (size_t)(n * nin) * 2));
+    *xb = c->act16_scratch;
+    return 0;
+}
+
+void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld) {
+    c->a16_src = src, c->a16_n = n, c->a16_nin = nin, c->a16_ld = ld, c->a16_f16 = false;
+    c->a16_op = c->n_ops, c->a16_buf = c->act16_scratch;
+}
+
 /* A cuBLAS call, timed under OB_CUDA_PROF. */
 #define OB_GEMM(c, ...)                                                                   \
     do {                                                                                  \
@@ -391,8 +407,8 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         else if (!same)
             OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0,
                                (const float *)x->data, ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
-        c->a16_src = x->data, c->a16_n = n, c->a16_nin = nin, c->a16_ld = ldb, c->a16_f16 = f16;
-        c->a16_op = c->n_ops, c->a16_buf = c->act16_scratch;
+        cuda_b16_made(c, x->data, n, nin, ldb);
+        c->a16_f16 = f16;
         if (direct) {
             OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
                                    dt, (int)(w->nb[1] / 2), c->act16_scratch, dt, (int)nin, &zero, out->data,

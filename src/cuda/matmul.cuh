@@ -59,6 +59,13 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
  * the product skips its quantizing launch. */
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx);
 void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
+/* The same for the bf16 copy the cuBLAS products on kept bf16 weight copies read: whether a
+ * norm or GLU output of n tokens should be written as bf16 instead of q8 (batches of bf16_min
+ * tokens and up once copies are kept), where it goes (the act16 scratch, [n][nin]), and the
+ * note that `src` (rows ld floats apart) has one there, made by the current op. */
+bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
+int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
+void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);
 /* The integer products on activations already in q8 form (qx [n][nin]
  * bytes, dx [n][nin / 32] pairs of scale and scaled sum: mmvq.cuh's q8_act
  * layout): the tensor-core kernel when `mmq` (the caller asked

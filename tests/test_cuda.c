@@ -91,6 +91,24 @@ static bool backends(void) {
     return true;
 }
 
+/* A CUDA backend made while the variables of env ("NAME=VALUE", NULL-terminated) are set - a
+ * backend reads its knobs when it is made - and unset again after; NULL (and a failed check)
+ * when it cannot be made. GPU_WITH("OB_CUDA_MMQ=0", ...) spells the list. */
+static ob_backend *gpu_with(const char *const *env) {
+    char names[8][64];
+    int k = 0;
+    for (; env[k] && k < 8; k++) {
+        const char *eq = strchr(env[k], '=');
+        snprintf(names[k], sizeof names[k], "%.*s", (int)(eq - env[k]), env[k]);
+        setenv(names[k], eq + 1, 1);
+    }
+    ob_backend *b = NULL;
+    CHECK_OK(ob_backend_cuda_create(0, &b));
+    for (int i = 0; i < k; i++) unsetenv(names[i]);
+    return b;
+}
+#define GPU_WITH(...) gpu_with((const char *const[]){__VA_ARGS__, NULL})
+
 #define NEED_GPU()                \
     do {                          \
         if (!backends()) return;  \
@@ -382,21 +400,11 @@ TEST(op_matmul_large_and_odd) {
 TEST(op_matmul_bf16_kept) {
     NEED_GPU();
     ob_backend *bk[4] = {NULL, NULL, NULL, NULL}; /* 0: copies kept (forced on), 1: none, 2: 0 + BF16_MIN, 3: cuBLAS */
-    setenv("OB_CUDA_MMW", "0", 1); /* the copies' route, not the in-kernel bf16 decode (op_matmul_mmw) */
-    setenv("OB_CUDA_BF16_CACHE", "1", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
-    setenv("OB_CUDA_BF16_MIN", "9", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[2]));
-    unsetenv("OB_CUDA_BF16_MIN");
-    setenv("OB_CUDA_BF16_CACHE", "0", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
-    setenv("OB_CUDA_MMQ", "0", 1);
-    setenv("OB_CUDA_MMV_MAX", "0", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[3]));
-    unsetenv("OB_CUDA_MMQ");
-    unsetenv("OB_CUDA_MMV_MAX");
-    unsetenv("OB_CUDA_BF16_CACHE");
-    unsetenv("OB_CUDA_MMW");
+    /* (OB_CUDA_MMW=0: the copies' route, not the in-kernel bf16 decode of op_matmul_mmw) */
+    bk[0] = GPU_WITH("OB_CUDA_MMW=0", "OB_CUDA_BF16_CACHE=1");
+    bk[1] = GPU_WITH("OB_CUDA_MMW=0", "OB_CUDA_BF16_CACHE=0");
+    bk[2] = GPU_WITH("OB_CUDA_MMW=0", "OB_CUDA_BF16_CACHE=1", "OB_CUDA_BF16_MIN=9");
+    bk[3] = GPU_WITH("OB_CUDA_MMW=0", "OB_CUDA_BF16_CACHE=0", "OB_CUDA_MMQ=0", "OB_CUDA_MMV_MAX=0");
     if (!bk[0] || !bk[1] || !bk[2] || !bk[3]) goto done;
     static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_IQ4_XS, OB_TYPE_Q5_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -460,12 +468,7 @@ done:
  * follows the new input. Everything through cuBLAS (OB_CUDA_MMQ=0, OB_CUDA_MMV_MAX=0). */
 TEST(op_matmul_act16_reuse) {
     NEED_GPU();
-    ob_backend *g = NULL;
-    setenv("OB_CUDA_MMQ", "0", 1);
-    setenv("OB_CUDA_MMV_MAX", "0", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &g));
-    unsetenv("OB_CUDA_MMQ");
-    unsetenv("OB_CUDA_MMV_MAX");
+    ob_backend *g = GPU_WITH("OB_CUDA_MMQ=0", "OB_CUDA_MMV_MAX=0");
     if (!g) return;
     const int64_t nin = 512, nout = 300, n = 40;
     static const ob_type types[] = {OB_TYPE_F16, OB_TYPE_BF16, OB_TYPE_Q4_K};
@@ -520,10 +523,7 @@ TEST(op_matmul_act16_reuse) {
  * (16 tokens: the q8 copy and the int8 kernels) still matches the CPU. */
 TEST(op_decode_b16_copies) {
     NEED_GPU();
-    ob_backend *g = NULL;
-    setenv("OB_CUDA_BF16_CACHE", "1", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &g));
-    unsetenv("OB_CUDA_BF16_CACHE");
+    ob_backend *g = GPU_WITH("OB_CUDA_BF16_CACHE=1");
     if (!g) return;
     const int64_t d = 512, f = 1024;
     wt wq, wd, nw;
@@ -605,13 +605,7 @@ static float bf16_round(float f) {
 
 TEST(op_matmul_mmw) {
     NEED_GPU();
-    ob_backend *dg = NULL, *one = NULL; /* the default grid; one pass */
-    setenv("OB_CUDA_MMW", "1", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &dg));
-    setenv("OB_CUDA_MMW_BLOCKS", "1", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &one));
-    unsetenv("OB_CUDA_MMW_BLOCKS");
-    unsetenv("OB_CUDA_MMW");
+    ob_backend *dg = GPU_WITH("OB_CUDA_MMW=1"), *one = GPU_WITH("OB_CUDA_MMW=1", "OB_CUDA_MMW_BLOCKS=1");
     if (!one || !dg) goto done;
     static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_Q4_0, OB_TYPE_Q8_0};
     static const struct { int64_t nin, nout, n; } shapes[] = {{1024, 4224, 200}, {2048, 1000, 17}, {512, 300, 33}};
@@ -899,14 +893,8 @@ TEST(op_matmul_stream_equals_registers) {
     static const int64_t shapes[][2] = {{256, 37}, {4096, 1024}, {1536, 64}, {2880, 300}, {4096, 6000}};
     int compared = 0;
     for (int r = 0; r < 2; r++) {
-        ob_backend *gs = NULL, *gr = NULL;
-        setenv("OB_CUDA_MMVQ_R", r ? "1" : "2", 1);
-        setenv("OB_CUDA_MMVQ_STREAM", "1", 1);
-        CHECK_OK(ob_backend_cuda_create(0, &gs));
-        setenv("OB_CUDA_MMVQ_STREAM", "0", 1);
-        CHECK_OK(ob_backend_cuda_create(0, &gr));
-        unsetenv("OB_CUDA_MMVQ_STREAM");
-        unsetenv("OB_CUDA_MMVQ_R");
+        const char *rows = r ? "OB_CUDA_MMVQ_R=1" : "OB_CUDA_MMVQ_R=2";
+        ob_backend *gs = GPU_WITH(rows, "OB_CUDA_MMVQ_STREAM=1"), *gr = GPU_WITH(rows, "OB_CUDA_MMVQ_STREAM=0");
         for (size_t ti = 0; gs && gr && ti < sizeof ts / sizeof ts[0]; ti++) {
             const int64_t qk = ts[ti] == OB_TYPE_Q4_0 || ts[ti] == OB_TYPE_Q8_0 ? 64 : 256;
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -1099,9 +1087,7 @@ TEST(op_qk_norm_rope_fused) {
     NEED_GPU();
     ob_backend *bk[2] = {NULL, NULL}; /* 0: fused (the default), 1: OB_CUDA_QK_FUSE=0 */
     CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
-    setenv("OB_CUDA_QK_FUSE", "0", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
-    unsetenv("OB_CUDA_QK_FUSE");
+    bk[1] = GPU_WITH("OB_CUDA_QK_FUSE=0");
     if (!bk[0] || !bk[1]) goto done;
     int32_t pos[5] = {3, 17, 511, 4097, 100000};
     int32_t ids[5] = {0, 1, 2, 3, 0};
@@ -1508,11 +1494,7 @@ TEST(op_decode_fusions) {
     NEED_GPU();
     ob_backend *bk[2] = {NULL, NULL}; /* 0: fused (the default), 1: OB_CUDA_KV_FUSE=0 OB_CUDA_ATTN_Q8=0 */
     CHECK_OK(ob_backend_cuda_create(0, &bk[0]));
-    setenv("OB_CUDA_KV_FUSE", "0", 1);
-    setenv("OB_CUDA_ATTN_Q8", "0", 1);
-    CHECK_OK(ob_backend_cuda_create(0, &bk[1]));
-    unsetenv("OB_CUDA_KV_FUSE");
-    unsetenv("OB_CUDA_ATTN_Q8");
+    bk[1] = GPU_WITH("OB_CUDA_KV_FUSE=0", "OB_CUDA_ATTN_Q8=0");
     if (!bk[0] || !bk[1]) goto done;
     static const ob_type kvts[] = {OB_TYPE_F16, OB_TYPE_F32, OB_TYPE_Q8_0};
     for (int t = 0; t < 3; t++)

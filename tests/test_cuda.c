@@ -92,19 +92,27 @@ static bool backends(void) {
 }
 
 /* A CUDA backend made while the variables of env ("NAME=VALUE", NULL-terminated) are set - a
- * backend reads its knobs when it is made - and unset again after; NULL (and a failed check)
- * when it cannot be made. GPU_WITH("OB_CUDA_MMQ=0", ...) spells the list. */
+ * backend reads its knobs when it is made - and put back as they were after; NULL (and a
+ * failed check) when it cannot be made. GPU_WITH("OB_CUDA_MMQ=0", ...) spells the list. */
 static ob_backend *gpu_with(const char *const *env) {
-    char names[8][64];
+    char names[8][64], *old[8];
     int k = 0;
     for (; env[k] && k < 8; k++) {
         const char *eq = strchr(env[k], '=');
+        if (!eq) break; /* not NAME=VALUE: a broken test, reported below */
         snprintf(names[k], sizeof names[k], "%.*s", (int)(eq - env[k]), env[k]);
+        const char *was = getenv(names[k]);
+        old[k] = was ? strdup(was) : NULL;
         setenv(names[k], eq + 1, 1);
     }
+    CHECK_MSG(!env[k], "GPU_WITH: '%s' is not NAME=VALUE, or more than 8 variables", env[k] ? env[k] : "");
     ob_backend *b = NULL;
     CHECK_OK(ob_backend_cuda_create(0, &b));
-    for (int i = 0; i < k; i++) unsetenv(names[i]);
+    for (int i = 0; i < k; i++) { /* back to what they were */
+        if (old[i]) setenv(names[i], old[i], 1);
+        else unsetenv(names[i]);
+        free(old[i]);
+    }
     return b;
 }
 #define GPU_WITH(...) gpu_with((const char *const[]){__VA_ARGS__, NULL})
@@ -272,9 +280,9 @@ static bool mmw_takes(ob_type t, int64_t nin, int64_t n) {
  * the tensor-core product would take, while copies are allowed (OB_CUDA_BF16_CACHE not 0; the
  * test's weights are a model's, registered with the backend, and the device has the room). */
 static bool copies_take(ob_type t, int64_t nin, int64_t n) {
-    const char *mn = getenv("OB_CUDA_BF16_MIN"), *cache = getenv("OB_CUDA_BF16_CACHE");
+    const char *mn = getenv("OB_CUDA_BF16_MIN"), *cache = getenv("OB_CUDA_BF16_CACHE"), *gemm = getenv("OB_CUDA_GEMM");
     const int64_t lo = mn ? atoi(mn) : 17;
-    if (lo <= 0 || n < lo || (cache && *cache && atoi(cache) == 0)) return false;
+    if (lo <= 0 || n < lo || (cache && *cache && atoi(cache) == 0) || (gemm && !strcmp(gemm, "tf32"))) return false;
     return mmq_takes(t, nin, n);
 }
 
@@ -395,8 +403,9 @@ TEST(op_matmul_large_and_odd) {
  * values must give the same bits - on the first batch (copy made) and the second (reused) as
  * without the copies (OB_CUDA_BF16_CACHE=0); and the CPU's bound. Weights of each backend's
  * own, as a model's are (only whole weight tensors are kept). With OB_CUDA_BF16_MIN=9 a
- * 32-token batch then takes the kept copy instead of the int8 tensor cores: the same bits as
- * a backend that sends every batch through cuBLAS (OB_CUDA_MMQ=0, OB_CUDA_MMV_MAX=0). */
+ * 16-token batch then takes the kept copy instead of the int8 tensor cores: the same bits as
+ * a backend that sends every batch through cuBLAS (OB_CUDA_MMQ=0, OB_CUDA_MMV_MAX=0); at the
+ * default threshold (17) it does not. */
 TEST(op_matmul_bf16_kept) {
     NEED_GPU();
     ob_backend *bk[4] = {NULL, NULL, NULL, NULL}; /* 0: copies kept (forced on), 1: none, 2: 0 + BF16_MIN, 3: cuBLAS */
@@ -435,23 +444,29 @@ TEST(op_matmul_bf16_kept) {
         CHECK_MSG(memcmp(got[0], got[2], (size_t)(n * nout) * sizeof(float)) == 0,
                   "%s: the kept copy differs from dequantizing each batch", ob_type_name(types[i]));
         for (int k = 0; k < 3; k++) free(got[k]);
-        /* 32 tokens: bk[2] keeps its copy from a 100-token batch, then takes it */
-        ob_tensor w2 = w.c, w3 = w.c, x32 = x.g, o32 = out.g;
-        x32.ne[1] = o32.ne[1] = 32;
+        /* 16 tokens: bk[2] (OB_CUDA_BF16_MIN=9) keeps its copy from a 100-token batch, then takes
+         * it - the bits of bk[3], which sends everything through cuBLAS; bk[0] (the default
+         * threshold, 17) keeps the int8 tensor cores for the five mmq types - other bits */
+        ob_tensor w2 = w.c, w3 = w.c, x16 = x.g, o16 = out.g;
+        x16.ne[1] = o16.ne[1] = 16;
         CHECK_OK(bk[2]->ops->weight(bk[2], &w2, w.q));
         CHECK_OK(bk[3]->ops->weight(bk[3], &w3, w.q));
-        float *g32[2];
-        for (int k = 0; k < 2; k++) {
-            ob_backend *g = bk[2 + k];
+        const size_t b16 = (size_t)(16 * nout) * sizeof(float);
+        float *g16[3];
+        for (int k = 0; k < 3; k++) {
+            ob_backend *g = k < 2 ? bk[2 + k] : bk[0];
+            ob_tensor *wk = k == 0 ? &w2 : k == 1 ? &w3 : &wb[0];
             if (k == 0) CHECK_OK(g->ops->matmul(g, &w2, &x.g, NULL, &out.g)); /* makes the copy */
-            CHECK_OK(g->ops->matmul(g, k == 0 ? &w2 : &w3, &x32, NULL, &o32));
-            g32[k] = malloc((size_t)(32 * nout) * sizeof(float));
-            CHECK_OK(g->ops->download(g, g32[k], o32.data, (size_t)(32 * nout) * sizeof(float)));
+            CHECK_OK(g->ops->matmul(g, wk, &x16, NULL, &o16));
+            g16[k] = malloc(b16);
+            CHECK_OK(g->ops->download(g, g16[k], o16.data, b16));
         }
-        CHECK_MSG(memcmp(g32[0], g32[1], (size_t)(32 * nout) * sizeof(float)) == 0,
-                  "%s: 32 tokens with OB_CUDA_BF16_MIN=9 did not take the kept copy", ob_type_name(types[i]));
-        free(g32[0]);
-        free(g32[1]);
+        CHECK_MSG(memcmp(g16[0], g16[1], b16) == 0, "%s: 16 tokens with OB_CUDA_BF16_MIN=9 did not take the kept copy",
+                  ob_type_name(types[i]));
+        const bool mmq_type = types[i] != OB_TYPE_IQ4_XS;
+        CHECK_MSG(!mmq_type || memcmp(g16[2], g16[1], b16) != 0,
+                  "%s: 16 tokens at the default threshold (17) took the kept copy", ob_type_name(types[i]));
+        for (int k = 0; k < 3; k++) free(g16[k]);
         act_free(&x);
         act_free(&out);
         act_free(&cpu);
@@ -556,6 +571,9 @@ TEST(op_decode_b16_copies) {
         CHECK_OK(g->ops->download(g, a1, o1.g.data, b1));
         CHECK_OK(g->ops->rms_norm(g, &x.g, &nwg, 1e-5f, d, &y.g));
         CHECK_OK(g->ops->download(g, tmp, y.g.data, b2)); /* an op between: the product converts y itself */
+        CHECK_OK(g_cpu->ops->rms_norm(g_cpu, &x.c, &nw.c, 1e-5f, d, &y.c)); /* the float output as well */
+        const double ey = nmse(tmp, y.c.data, (size_t)(d * n));
+        CHECK_MSG(ey < 1e-10, "n %lld: the norm's float output vs the CPU's: NMSE %.3g", (long long)n, ey);
         CHECK_OK(g->ops->matmul(g, &q, &y.g, NULL, &o1.g));
         CHECK_OK(g->ops->download(g, a2, o1.g.data, b1));
         CHECK_MSG(memcmp(a1, a2, b1) == 0, "n %lld: norm -> product differs from norm, download, product", (long long)n);

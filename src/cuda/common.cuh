@@ -202,7 +202,7 @@ typedef struct cuda_backend {
     void *mmw_x;                /* a batch's activations in bf16 for mmw.cu, made from mmw_src by op mmw_op */
     size_t mmw_x_bytes;
     const void *mmw_src, *mmw_buf;
-    int64_t mmw_n, mmw_nin;
+    int64_t mmw_n, mmw_nin, mmw_ld;
     unsigned long long mmw_op;
     bool gemm16;                /* 16-bit tensor cores for batches (default); OB_CUDA_GEMM=tf32: float32 + TF32 */
     void *attn_scratch;
@@ -253,6 +253,7 @@ typedef struct cuda_backend {
     struct cuda_bf16_entry *bf16;
     size_t n_bf16, cap_bf16;
     int bf16_mode;              /* 0 off, 1 on (no reserve), 2 auto (default) */
+    bool bf16_short;            /* a copy was refused for room: some weights have none */
     int bf16_min;               /* batches this large take a bf16 copy (kept, or made now) over mmq (OB_CUDA_BF16_MIN; 0: never) */
     long long bf16_left;
 
@@ -275,7 +276,7 @@ typedef struct cuda_backend {
     bool invariant;             /* batch-invariant mode (ob_context_set_batch_invariant, OB_CUDA_INVARIANT=1) */
     int mmq_min, mmq_max, mmq_blocks, mmq_split; /* batches of mmq_min..mmq_max tokens (OB_CUDA_MMQ_MIN, _MAX) */
     int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
-    bool mmw;                   /* bf16 tensor cores on weights decoded in the kernel (mmw.cu; OB_CUDA_MMW=0: off) */
+    bool mmw;                   /* bf16 tensor cores on weights decoded in the kernel (mmw.cu; off unless OB_CUDA_MMW=1) */
     unsigned mmw_smem_set;      /* mmw kernels granted their dynamic shared memory (a bit each) */
     int mmw_min, mmw_max, mmw_blocks; /* batches of mmw_min..mmw_max tokens; split to ~mmw_blocks blocks an SM */
     void *mmq_scratch;
@@ -297,7 +298,7 @@ typedef struct cuda_backend {
      * one launch per step instead of hundreds, the GPU running the kernels
      * back to back. A different list of kernels builds a new graph. */
     bool graphs, recording;
-    int graph_max;              /* forward passes of up to this many tokens are recorded (OB_CUDA_GRAPH_MAX, 8) */
+    int graph_max;              /* forward passes of up to this many tokens are recorded (OB_CUDA_GRAPH_MAX, 16) */
     size_t rec_stage0;           /* staging ring offset where the recording began */
     struct cuda_rec *recs;       /* the launches recorded so far */
     int n_recs, cap_recs;

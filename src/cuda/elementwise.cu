@@ -187,6 +187,11 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
         int8_t *qx;
         float *dx;
         OB_TRY(cuda_q8_target(c, n, d, &qx, &dx));
+        /* the bf16 target too, before the fusion check below: growing a scratch drains, which
+         * would flush the add that check finds recorded */
+        void *xb = NULL;
+        const bool want16 = cuda_b16_wanted(c, n);
+        if (want16) OB_TRY(cuda_b16_target(c, n, d, &xb));
         const float *wd = w ? (const float *)w->data : NULL;
         const int64_t ldx = (int64_t)(x->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
         const cuda_pending_add *pa = &c->last_add;
@@ -199,11 +204,8 @@ int cuda_op_rms_norm(ob_backend *b, const ob_tensor *x, const ob_tensor *w, floa
         const bool vec = c->norm_vec && !c->invariant && d % 128 == 0 && d <= 4 * NORMV_T * NORMV_MAX && al % 16 == 0;
         /* the products' input copy: q8 for the integer kernels, or bf16 for kept bf16 copies of
          * the weights (cuda_b16_wanted; the 16-byte kernel only) */
-        const bool b16 = vec && cuda_b16_wanted(c, n);
-        if (b16) {
-            OB_TRY(cuda_b16_target(c, n, d, (void **)&qx));
-            dx = NULL;
-        }
+        const bool b16 = vec && want16;
+        if (b16) qx = (int8_t *)xb, dx = NULL;
         cuda_pdl_next(c);
         if (fuse) {
             /* the add just recorded feeds this norm: one kernel does both */

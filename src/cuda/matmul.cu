@@ -228,7 +228,10 @@ static int bf16_cached(cuda_backend *c, const ob_tensor *w, const __nv_bfloat16 
         const size_t reserve = c->bf16_mode == 2 ? total_b / 4 : (size_t)256 << 20;
         c->bf16_left = free_b > reserve ? (long long)(free_b - reserve) : 0;
     }
-    if ((long long)bytes > c->bf16_left) return 0;
+    if ((long long)bytes > c->bf16_left) {
+        c->bf16_short = true;
+        return 0;
+    }
     if (c->n_bf16 == c->cap_bf16) {
         const size_t cap = c->cap_bf16 ? 2 * c->cap_bf16 : 256;
         cuda_bf16_entry *t = (cuda_bf16_entry *)realloc(c->bf16, cap * sizeof *t);
@@ -240,6 +243,7 @@ static int bf16_cached(cuda_backend *c, const ob_tensor *w, const __nv_bfloat16 
     if (cudaMalloc(&dst, bytes) != cudaSuccess) {
         cudaGetLastError(); /* out of memory is not an error here: no more copies */
         c->bf16_left = 0;
+        c->bf16_short = true;
         return 0;
     }
     c->bf16_left -= (long long)bytes;
@@ -258,7 +262,10 @@ __global__ void add_bias_kernel(float *__restrict__ out, int64_t ldo, int64_t no
 }
 
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n) {
-    return c->gemm16 && c->bf16_mode && c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && c->n_bf16 > 0;
+    /* once copies are kept and none was refused for room (else the products without one take
+     * the int8 kernels, which want the q8 copy) */
+    return c->gemm16 && c->bf16_mode && c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && c->n_bf16 > 0 &&
+           !c->bf16_short;
 }
 
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb) {
@@ -486,13 +493,14 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
     /* Quantized weights decoded to bf16 inside a tensor-core kernel (mmw.cu) for decode batches
      * of many sequences and mid-sized prompt batches */
-    if (cuda_mmw_usable(c, w, n) && x->type == OB_TYPE_F32) return cuda_mmw_matmul(c, w, x, bias, out);
+    if (cuda_mmw_usable(c, w, n) && x->type == OB_TYPE_F32 && x->nb[1] % 16 == 0 && (uintptr_t)x->data % 16 == 0)
+        return cuda_mmw_matmul(c, w, x, bias, out);
     /* Batches of bf16_min tokens and more (OB_CUDA_BF16_MIN, default 17) multiply a bf16 copy
      * of a quantized weight through cuBLAS instead of the int8 tensor-core product - a read of
      * the copy bound by memory against a product bound by its per-piece float work: 8B Q4_K_M
      * at 64 sequences 4,931 -> 7,290 tok/s. The copy is made here at the weight's first such
      * batch while the memory is there (bf16_cached); without one, the int8 product. */
-    if (c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && w->nb[1] % 2 == 0 && w->type != OB_TYPE_F16 &&
+    if (c->gemm16 && c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && w->nb[1] % 2 == 0 && w->type != OB_TYPE_F16 &&
         w->type != OB_TYPE_BF16 && w->type != OB_TYPE_F32) {
         const __nv_bfloat16 *kept = bf16_kept(c, w);
         const long long bytes = (long long)(w->ne[0] * w->ne[1] * 2);

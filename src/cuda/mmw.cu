@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(MMW_THREADS, 2)
                                  : make_int4(0, 0, 0, 0);
         }
     };
-    /* stage s's piece as bf16 values (scale x code + offset in float, rounded once) and its
+    /* stage s's piece as bf16 values (scale x code + offset as one float FMA, then rounded to
+     * bf16) and its
      * activations into buffer b */
     auto put = [&](int s, int b) {
         const int p = (s % 4) * 2 + half;
@@ -300,14 +301,14 @@ int cuda_mmw_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, con
     /* the input as bf16, reused when the op just before converted the same input (q, k and v;
      * gate and up): nothing ran in between (the op count moved by one) */
     OB_TRY(cuda_scratch(c, &c->mmw_x, &c->mmw_x_bytes, (size_t)(n * nin) * 2));
-    const bool same = c->mmw_src == x->data && c->mmw_n == n && c->mmw_nin == nin && c->mmw_op + 1 == c->n_ops &&
-                      c->mmw_buf == c->mmw_x;
+    const bool same = c->mmw_src == x->data && c->mmw_n == n && c->mmw_nin == nin && c->mmw_ld == ldx &&
+                      c->mmw_op + 1 == c->n_ops && c->mmw_buf == c->mmw_x;
     if (!same) {
         cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, mmw_act_kernel, (unsigned)ob_div_up((size_t)(n * nin / 8), 256), 256, 0,
                            (const float *)x->data, ldx, nin, n, (__nv_bfloat16 *)c->mmw_x));
     }
-    c->mmw_src = x->data, c->mmw_n = n, c->mmw_nin = nin, c->mmw_op = c->n_ops, c->mmw_buf = c->mmw_x;
+    c->mmw_src = x->data, c->mmw_n = n, c->mmw_nin = nin, c->mmw_ld = ldx, c->mmw_op = c->n_ops, c->mmw_buf = c->mmw_x;
     const __nv_bfloat16 *xb = (const __nv_bfloat16 *)c->mmw_x;
     const float *bd = bias ? (const float *)bias->data : NULL;
     float *o = (float *)out->data;

@@ -13,6 +13,7 @@
 
 #include "cuda/mmvq.cuh"
 #include "cuda/quant.cuh"
+#include "cuda/w4.cuh"
 
 extern "C" {
 #include "quant/iq_tables.h"
@@ -134,6 +135,56 @@ TEST(integer_dot_products_match_the_reference) {
     check_qdot<OB_TYPE_Q4_K>();
     check_qdot<OB_TYPE_Q5_K>();
     check_qdot<OB_TYPE_Q6_K>();
+}
+
+/* The fragment-order 4-bit layout (w4.cuh): the lane/nibble map is a bijection onto the 16 x 16
+ * tile whose pairs are the A fragment's (same row, columns c and c + 1); a Q4_K matrix with a
+ * partial last row tile, repacked, gives every element as the reference dequantizes it (one
+ * float rounding apart: the layout's value is one FMA), and 0 in the padding rows. */
+TEST(w4_layout_matches_q4k) {
+    int seen[16][16] = {{0}}, bad = 0;
+    for (int l = 0; l < 32; l++)
+        for (int e = 0; e < 8; e++) {
+            int r, k, l2, e2;
+            w4_frag_pos(l, e, &r, &k);
+            w4_frag_slot(r, k, &l2, &e2);
+            seen[r][k]++;
+            bad += l2 != l || e2 != e;
+            if (e < 4) { /* register a_e's second element: nibble e + 4, same row, next column */
+                int r2, k2;
+                w4_frag_pos(l, e + 4, &r2, &k2);
+                bad += r2 != r || k2 != k + 1 || k % 2 != 0;
+            }
+        }
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) bad += seen[r][k] != 1;
+    CHECK_EQ_INT(bad, 0);
+
+    const int64_t nout = 40, nin = 512, rt = (nout + 15) / 16;
+    const ob_type_traits *tr = ob_type_get(OB_TYPE_Q4_K);
+    const size_t rb = ob_row_size(OB_TYPE_Q4_K, nin);
+    float *x = (float *)malloc(sizeof(float) * nout * nin), *ref = (float *)malloc(sizeof(float) * nout * nin);
+    uint8_t *q = (uint8_t *)malloc(rb * nout);
+    for (int64_t i = 0; i < nout * nin; i++) x[i] = 2.0f * test_rand_normal(&g_rng) + (i % 11 == 0 ? 0.8f : 0.0f);
+    tr->from_float_ref(x, q, nout * nin);
+    tr->to_float(q, ref, nout * nin);
+    uint32_t *codes = (uint32_t *)malloc(sizeof(uint32_t) * w4_code_words(nout, nin));
+    float2 *scales = (float2 *)malloc(sizeof(float2) * w4_scale_pairs(nout, nin));
+    CHECK_EQ_INT((int)w4_code_words(nout, nin), (int)(rt * 16 * nin / 8));
+    for (int64_t t = 0; t < rt; t++) w4_repack_q4k_tile(q, rb, nout, nin, t, codes, scales);
+    bad = 0;
+    for (int64_t r = 0; r < rt * 16; r++)
+        for (int64_t k = 0; k < nin; k++) {
+            const float got = w4_value(codes, scales, nin, r, k), want = r < nout ? ref[r * nin + k] : 0.0f;
+            if (!(fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-6f)) {
+                if (bad < 3)
+                    fprintf(stderr, "  w4 row %lld column %lld: %.9g, reference %.9g\n", (long long)r, (long long)k,
+                            (double)got, (double)want);
+                bad++;
+            }
+        }
+    CHECK_MSG(bad == 0, "w4: %d elements differ from the Q4_K reference", bad);
+    free(x), free(ref), free(q), free(codes), free(scales);
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

@@ -1,0 +1,103 @@
+/*
+ * w4.cuh - 4-bit weights laid out in tensor-core fragment order, for a
+ * W4A16 product (bf16 activations, weights turned into bf16 in registers).
+ *
+ * Why (bench/RESULTS.md, CUDA session 9): at 16-64 tokens the int8 product
+ * (mmq.cu) and the bf16 in-kernel decode (mmw.cu) read 4.4 GB a step of the
+ * 8B Q4_K_M but are bound by shared-memory and L1 traffic, not by DRAM: a
+ * warp's weight loads touch 16 rows an instruction, and the decoded values
+ * go through shared memory before ldmatrix brings them back. The kept bf16
+ * copies (matmul.cu) win today by reading 16 GB through cuBLAS. Here every
+ * lane's share of a 16 x 16 weight tile (the 8 elements of its mma.sync
+ * m16n8k16 A fragment) is one 32-bit word of nibbles, and the words of four
+ * tiles along k sit side by side: a warp loads a 16-row x 64-element stage
+ * with one coalesced 16-byte load a lane (512 contiguous bytes) and turns it
+ * into A fragments in registers, with no shared memory for the weights.
+ * This is the layout and its host-callable reference (checked on the host by
+ * tests/test_cuda_dequant.cu); the kernel that reads it is the next step
+ * (docs/cuda.md, "What is left").
+ *
+ * Layout of an nout x nin matrix (nin a multiple of 64), R = ceil(nout / 16)
+ * row tiles, Q = nin / 64 stages of four 16-element k-tiles:
+ *
+ *   codes   uint32 [R][Q][32 lanes][4 k-tiles]
+ *   scales  float2 [R][nin / 32][16 rows]   (s, m): value = fmaf(s, q, m)
+ *
+ * Lane l (g = l / 4, t = l % 4) holds, as the fragment's registers a0..a3
+ * do, rows g (a0, a2) and g + 8 (a1, a3) at columns 2t, 2t + 1 (a0, a1)
+ * and 2t + 8, 2t + 9 (a2, a3) of the tile. Nibble e of the word (bits 4e ..
+ * 4e + 3) is register a_(e % 4)'s first element for e < 4 and its second
+ * for e >= 4, so (word >> 4i) & 0x000F000F puts register a_i's two codes in
+ * the two 16-bit halves. Codes are 0..15; a 32-element group of a row has
+ * one (s, m): Q4_K's d x sc and -dmin x m. Rows past nout have codes 0 and
+ * scales (0, 0).
+ */
+#ifndef OB_CUDA_W4_CUH
+#define OB_CUDA_W4_CUH
+
+#include "quant.cuh"
+
+OB_QFN size_t w4_code_words(int64_t nout, int64_t nin) { return (size_t)((nout + 15) / 16) * (size_t)(nin / 64) * 128; }
+OB_QFN size_t w4_scale_pairs(int64_t nout, int64_t nin) { return (size_t)((nout + 15) / 16) * (size_t)(nin / 32) * 16; }
+
+/* Row and column inside the 16 x 16 tile of lane l's nibble e. */
+OB_QFN void w4_frag_pos(int l, int e, int *r, int *k) {
+    const int g = l / 4, t = l % 4, i = e % 4, hi = e / 4;
+    *r = g + 8 * (i & 1);
+    *k = 2 * t + hi + 8 * (i >> 1);
+}
+
+/* The inverse: the lane and nibble holding row r, column k of a tile. */
+OB_QFN void w4_frag_slot(int r, int k, int *l, int *e) {
+    const int i = (r >= 8) + 2 * (k >= 8), kk = k % 8;
+    *l = 4 * (r % 8) + kk / 2;
+    *e = i + 4 * (kk % 2);
+}
+
+/* Row tile rt of a Q4_K matrix (rows nb1 bytes apart, nin a multiple of 256) into the layout:
+ * its 128 x (nin / 64) code words and 16 x (nin / 32) scale pairs. One call a row tile, so a
+ * device kernel can run one thread (or block) a tile and the host loops over them. */
+OB_QFN void w4_repack_q4k_tile(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, int64_t rt, uint32_t *codes,
+                               float2 *scales) {
+    const int64_t Q = nin / 64, G = nin / 32;
+    uint32_t *cw = codes + (size_t)rt * (size_t)Q * 128;
+    float2 *sw = scales + (size_t)rt * (size_t)G * 16;
+    for (size_t i = 0; i < (size_t)Q * 128; i++) cw[i] = 0;
+    for (int rr = 0; rr < 16; rr++) {
+        const int64_t r = rt * 16 + rr;
+        for (int64_t gi = 0; gi < G; gi++) {
+            float2 sm = {0.0f, 0.0f};
+            if (r < nout) {
+                const uint8_t *b = w + (size_t)r * nb1 + (size_t)(gi / 8) * sizeof(ob_block_q4_K);
+                const ob_block_q4_K *x = (const ob_block_q4_K *)b;
+                const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
+                const int s = (int)(gi % 8);
+                int sc, mn;
+                k4_scale_min(x->scales, s, &sc, &mn);
+                sm.x = d * (float)sc;
+                sm.y = -(dmin * (float)mn);
+                const uint8_t *q = x->qs + 32 * (s / 2);
+                for (int j = 0; j < 32; j++) {
+                    const int64_t k = gi * 32 + j;
+                    const uint32_t code = (uint32_t)(q[j] >> (4 * (s % 2))) & 15u;
+                    int l, e;
+                    w4_frag_slot(rr, (int)(k % 16), &l, &e);
+                    cw[((size_t)(k / 64) * 32 + (size_t)l) * 4 + (size_t)((k % 64) / 16)] |= code << (4 * e);
+                }
+            }
+            sw[(size_t)gi * 16 + (size_t)rr] = sm;
+        }
+    }
+}
+
+/* Element (r, k) as the layout gives it: fmaf(s, code, m). */
+OB_QFN float w4_value(const uint32_t *codes, const float2 *scales, int64_t nin, int64_t r, int64_t k) {
+    const int64_t rt = r / 16, Q = nin / 64, G = nin / 32;
+    int l, e;
+    w4_frag_slot((int)(r % 16), (int)(k % 16), &l, &e);
+    const uint32_t word = codes[(((size_t)rt * (size_t)Q + (size_t)(k / 64)) * 32 + (size_t)l) * 4 + (size_t)((k % 64) / 16)];
+    const float2 sm = scales[((size_t)rt * (size_t)G + (size_t)(k / 32)) * 16 + (size_t)(r % 16)];
+    return fmaf(sm.x, (float)((word >> (4 * e)) & 15u), sm.y);
+}
+
+#endif

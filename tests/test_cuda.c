@@ -715,6 +715,67 @@ done:
     ob_backend_free(one);
 }
 
+/* Q4_K through its fragment-order copy and the W4A16 kernel (mm4.cu, OB_CUDA_W4=1): the same
+ * values as the bf16 copies (fmaf(d x sc, code, -dmin x m) rounded to bf16) against bf16
+ * activations, so against a float64 product of exactly those bf16 values the NMSE is float-sum
+ * noise. Both grids (4 blocks an SM: split stages and the reduce; 1 on a 132-SM H200: 33 x 4
+ * blocks in one pass with the bias in the kernel), rows and tokens past a tile, BN 32 and 64,
+ * repeats the same bits; and a model-weight copy made once and reused (a second product on the
+ * same weight gives the same bits). */
+TEST(op_matmul_mm4) {
+    NEED_GPU();
+    ob_backend *dg = GPU_WITH("OB_CUDA_W4=1", "OB_CUDA_W4_BLOCKS=4"), *one = GPU_WITH("OB_CUDA_W4=1");
+    static const struct { int64_t nin, nout, n; } shapes[] = {{1024, 4224, 200}, {2048, 1000, 17}, {512, 300, 33},
+                                                              {4096, 1024, 64}};
+    if (!one || !dg) goto done;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t nin = shapes[k].nin, nout = shapes[k].nout, n = shapes[k].n;
+        wt w, b;
+        wt_new(&w, OB_TYPE_Q4_K, nin, nout, 1.0f);
+        wt_new(&b, OB_TYPE_F32, nout, 1, 1.0f);
+        act x, out;
+        act_rand(&x, nin, n, 1.0f);
+        act_new(&out, nout, n, NULL);
+        double *ref = malloc((size_t)(n * nout) * sizeof(double));
+        float *wb = malloc((size_t)(nin * nout) * sizeof(float)), *xb = malloc((size_t)(nin * n) * sizeof(float));
+        for (int64_t j = 0; j < nin * nout; j++) wb[j] = bf16_round(w.deq[j]);
+        for (int64_t j = 0; j < nin * n; j++) xb[j] = bf16_round(((const float *)x.c.data)[j]);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t r = 0; r < nout; r++) {
+                double sum = b.deq[r];
+                for (int64_t j = 0; j < nin; j++) sum += (double)wb[r * nin + j] * xb[t * nin + j];
+                ref[t * nout + r] = sum;
+            }
+        ob_tensor w0 = w.c, w1 = w.c, b0 = b.c, b1 = b.c;
+        CHECK_OK(dg->ops->weight(dg, &w0, w.q));
+        CHECK_OK(one->ops->weight(one, &w1, w.q));
+        CHECK_OK(dg->ops->weight(dg, &b0, b.q));
+        CHECK_OK(one->ops->weight(one, &b1, b.q));
+        const size_t ob = (size_t)(n * nout) * sizeof(float);
+        float *got[3];
+        for (int v = 0; v < 3; v++) { /* split grid twice (the copy made, then reused), then one pass */
+            ob_backend *g = v < 2 ? dg : one;
+            act_poison(&out);
+            CHECK_OK(g_gpu->ops->sync(g_gpu));
+            CHECK_OK(g->ops->matmul(g, v < 2 ? &w0 : &w1, &x.g, v < 2 ? &b0 : &b1, &out.g));
+            got[v] = malloc(ob);
+            CHECK_OK(g->ops->download(g, got[v], out.g.data, ob));
+            const double e = nmse_d(got[v], ref, (size_t)(n * nout));
+            CHECK_MSG(e < 1e-9, "mm4 [%lld x %lld] x %lld (%s): NMSE vs the bf16 values in float64 %.3g", (long long)nin,
+                      (long long)nout, (long long)n, v < 2 ? "split grid" : "one pass", e);
+        }
+        CHECK_MSG(memcmp(got[0], got[1], ob) == 0, "mm4 [%lld x %lld] x %lld: the copy's second use differs",
+                  (long long)nin, (long long)nout, (long long)n);
+        for (int v = 0; v < 3; v++) free(got[v]);
+        free(ref), free(wb), free(xb);
+        act_free(&x), act_free(&out);
+        wt_free(&w), wt_free(&b);
+    }
+done:
+    ob_backend_free(dg);
+    ob_backend_free(one);
+}
+
 /* Batch invariance (ob_context_set_batch_invariant): a token's product is the same bits alone
  * and inside batches of every size, on every path (tensor cores for the five mmq types, the
  * decode kernels for the rest, 8 tokens at a time past 64). */

@@ -20,6 +20,7 @@
 #include "common.cuh"
 #include "elementwise.cuh"
 #include "matmul.cuh"
+#include "mm4.cuh"
 #include "quant.cuh"
 
 extern "C" {
@@ -626,6 +627,7 @@ static void cuda_free_backend(ob_backend *b) {
     free(c->rec_args);
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
     cuda_bf16_free(c);
+    cuda_w4_free(c);
     free(c->weights);
     if (c->gemm_scratch) cudaFree(c->gemm_scratch);
     if (c->act16_scratch) cudaFree(c->act16_scratch);
@@ -777,6 +779,13 @@ static int backend_init(cuda_backend *c) {
         c->mmw_max = getenv("OB_CUDA_MMW_MAX") ? atoi(getenv("OB_CUDA_MMW_MAX")) : 256;
         c->mmw_blocks = getenv("OB_CUDA_MMW_BLOCKS") ? atoi(getenv("OB_CUDA_MMW_BLOCKS")) : 2;
         if (c->mmw_min < 1) c->mmw_min = 1;
+        /* Q4_K weights through fragment-order copies (mm4.cu, w4.cuh): off unless OB_CUDA_W4=1 */
+        c->w4 = c->mmq && getenv("OB_CUDA_W4") && atoi(getenv("OB_CUDA_W4")) == 1;
+        c->w4_min = getenv("OB_CUDA_W4_MIN") ? atoi(getenv("OB_CUDA_W4_MIN")) : 17;
+        c->w4_max = getenv("OB_CUDA_W4_MAX") ? atoi(getenv("OB_CUDA_W4_MAX")) : 256;
+        c->w4_blocks = getenv("OB_CUDA_W4_BLOCKS") ? atoi(getenv("OB_CUDA_W4_BLOCKS")) : 1;
+        if (c->w4_min < 1) c->w4_min = 1;
+        if (c->w4_blocks < 1) c->w4_blocks = 1;
         if (c->mmw_blocks < 1) c->mmw_blocks = 2;
     }
     c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;

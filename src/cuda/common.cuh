@@ -277,6 +277,11 @@ typedef struct cuda_backend {
     int mmq_min, mmq_max, mmq_blocks, mmq_split; /* batches of mmq_min..mmq_max tokens (OB_CUDA_MMQ_MIN, _MAX) */
     int mmq_bm;                 /* weight rows per block: 32 or 64 (OB_CUDA_MMQ_BM) */
     bool mmw;                   /* bf16 tensor cores on weights decoded in the kernel (mmw.cu; off unless OB_CUDA_MMW=1) */
+    bool w4;                    /* Q4_K through fragment-order copies and mm4.cu (OB_CUDA_W4=1; experimental) */
+    int w4_min, w4_max, w4_blocks; /* batches of w4_min..w4_max tokens; split to ~w4_blocks blocks an SM */
+    struct cuda_w4_entry *w4tab; /* the copies made (mm4.cu) */
+    size_t n_w4, cap_w4;
+    bool w4_short;              /* a copy was refused for room */
     unsigned mmw_smem_set;      /* mmw kernels granted their dynamic shared memory (a bit each) */
     int mmw_min, mmw_max, mmw_blocks; /* batches of mmw_min..mmw_max tokens; split to ~mmw_blocks blocks an SM */
     void *mmq_scratch;

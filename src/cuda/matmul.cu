@@ -8,6 +8,7 @@
 
 #include "matmul.cuh"
 #include "mmq.cuh"
+#include "mm4.cuh"
 #include "mmw.cuh"
 #include "quant.cuh"
 
@@ -263,9 +264,12 @@ __global__ void add_bias_kernel(float *__restrict__ out, int64_t ldo, int64_t no
 
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n) {
     /* once copies are kept and none was refused for room (else the products without one take
-     * the int8 kernels, which want the q8 copy) */
-    return c->gemm16 && c->bf16_mode && c->bf16_min > 0 && n >= c->bf16_min && !c->invariant && c->n_bf16 > 0 &&
-           !c->bf16_short;
+     * the int8 kernels, which want the q8 copy): bf16 copies for cuBLAS, or the fragment-order
+     * copies of mm4.cu */
+    if (c->invariant) return false;
+    const bool b16 = c->gemm16 && c->bf16_mode && c->bf16_min > 0 && n >= c->bf16_min && c->n_bf16 > 0 && !c->bf16_short;
+    const bool w4 = c->w4 && n >= c->w4_min && n <= c->w4_max && c->n_w4 > 0 && !c->w4_short;
+    return b16 || w4;
 }
 
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb) {
@@ -277,6 +281,26 @@ int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb) {
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld) {
     c->a16_src = src, c->a16_n = n, c->a16_nin = nin, c->a16_ld = ld, c->a16_f16 = false;
     c->a16_op = c->n_ops, c->a16_buf = c->act16_scratch;
+}
+
+int cuda_act16(cuda_backend *c, const ob_tensor *x, bool f16, const void **out) {
+    const int64_t nin = x->ne[0], n = x->ne[1], ldb = (int64_t)(x->nb[1] / sizeof(float));
+    OB_TRY(cuda_scratch(c, &c->act16_scratch, &c->act16_scratch_bytes, (size_t)(n * nin) * 2));
+    /* the input's 16-bit copy is reused when the op just before made it from the same input
+     * in the same type (q, k and v; gate and up; a norm or GLU that wrote it): nothing ran in
+     * between (the op count moved by one), so input and copy still agree */
+    const bool same = c->a16_src == x->data && c->a16_n == n && c->a16_nin == nin && c->a16_ld == ldb &&
+                      c->a16_f16 == f16 && c->a16_op + 1 == c->n_ops && c->a16_buf == c->act16_scratch;
+    if (!same && f16)
+        OB_TRY(cuda_launch(c, act16_kernel<__half>, grid_for(n * nin, 256, c), 256, 0, (const float *)x->data, ldb,
+                           nin, n, (__half *)c->act16_scratch));
+    else if (!same)
+        OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0, (const float *)x->data,
+                           ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
+    cuda_b16_made(c, x->data, n, nin, ldb);
+    c->a16_f16 = f16;
+    *out = c->act16_scratch;
+    return 0;
 }
 
 /* A cuBLAS call, timed under OB_CUDA_PROF. */
@@ -402,27 +426,15 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         const cudaDataType dt = f16 ? CUDA_R_16F : CUDA_R_16BF;
         const __nv_bfloat16 *kept = NULL; /* quantized weights: their kept bf16 copy, if any */
         if (!direct) OB_TRY(bf16_cached(c, w, &kept));
-        OB_TRY(cuda_scratch(c, &c->act16_scratch, &c->act16_scratch_bytes, (size_t)(n * nin) * 2));
-        /* the input's 16-bit copy is reused when the op just before made it from the same input
-         * in the same type (q, k and v; gate and up): nothing ran in between (the op count moved
-         * by one), so input and copy still agree */
-        const bool same = c->a16_src == x->data && c->a16_n == n && c->a16_nin == nin && c->a16_ld == ldb &&
-                          c->a16_f16 == f16 && c->a16_op + 1 == c->n_ops && c->a16_buf == c->act16_scratch;
-        if (!same && f16)
-            OB_TRY(cuda_launch(c, act16_kernel<__half>, grid_for(n * nin, 256, c), 256, 0, (const float *)x->data,
-                               ldb, nin, n, (__half *)c->act16_scratch));
-        else if (!same)
-            OB_TRY(cuda_launch(c, act16_kernel<__nv_bfloat16>, grid_for(n * nin, 256, c), 256, 0,
-                               (const float *)x->data, ldb, nin, n, (__nv_bfloat16 *)c->act16_scratch));
-        cuda_b16_made(c, x->data, n, nin, ldb);
-        c->a16_f16 = f16;
+        const void *xa;
+        OB_TRY(cuda_act16(c, x, f16, &xa));
         if (direct) {
             OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
-                                   dt, (int)(w->nb[1] / 2), c->act16_scratch, dt, (int)nin, &zero, out->data,
+                                   dt, (int)(w->nb[1] / 2), xa, dt, (int)nin, &zero, out->data,
                                    CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         } else if (kept) {
             OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, kept,
-                                   CUDA_R_16BF, (int)nin, c->act16_scratch, CUDA_R_16BF, (int)nin, &zero, out->data,
+                                   CUDA_R_16BF, (int)nin, xa, CUDA_R_16BF, (int)nin, &zero, out->data,
                                    CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         } else {
             int64_t rpc = (int64_t)(2 * GEMM_SCRATCH_FLOATS / (size_t)nin);
@@ -434,7 +446,7 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
                 const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
                 OB_TRY(dequant_rows(c, w, r0, rows, scr));
                 OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
-                                       CUDA_R_16BF, (int)nin, c->act16_scratch, CUDA_R_16BF, (int)nin, &zero,
+                                       CUDA_R_16BF, (int)nin, xa, CUDA_R_16BF, (int)nin, &zero,
                                        (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
                                        CUBLAS_GEMM_DEFAULT));
             }
@@ -491,6 +503,12 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
     if (n <= 0 || nout <= 0) return 0;
     if (nout > INT32_MAX) return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul: %lld rows", (long long)nout);
+    /* Q4_K weights through their fragment-order copy (mm4.cu, experimental: OB_CUDA_W4=1) */
+    if (cuda_mm4_usable(c, w, n) && x->type == OB_TYPE_F32) {
+        bool done = false;
+        OB_TRY(cuda_mm4_matmul(c, w, x, bias, out, &done));
+        if (done) return 0;
+    }
     /* Quantized weights decoded to bf16 inside a tensor-core kernel (mmw.cu) for decode batches
      * of many sequences and mid-sized prompt batches */
     if (cuda_mmw_usable(c, w, n) && x->type == OB_TYPE_F32 && x->nb[1] % 16 == 0 && (uintptr_t)x->data % 16 == 0)

@@ -66,6 +66,9 @@ void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);
+/* x (float, rows x->nb[1] apart) as f16 or bf16 [n][nin] in the act16 scratch: made now, or
+ * the copy the op just before made from the same input (matmul.cu). */
+int cuda_act16(cuda_backend *c, const ob_tensor *x, bool f16, const void **out);
 /* The integer products on activations already in q8 form (qx [n][nin]
  * bytes, dx [n][nin / 32] pairs of scale and scaled sum: mmvq.cuh's q8_act
  * layout): the tensor-core kernel when `mmq` (the caller asked

@@ -38,14 +38,12 @@
  */
 #include <cuda_bf16.h>
 
+#include "bmma.cuh"
 #include "hopper.cuh"
 #include "matmul.cuh"
 #include "mmq_w.cuh"
 #include "mmw.cuh"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
-#define OB_HAVE_BMMA 1
-#endif
 
 #define MMW_BM 128
 #define MMW_BK 64             /* elements per stage: two pieces of a row */
@@ -54,34 +52,6 @@
 
 __global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
                                   const float *__restrict__ bias, float *__restrict__ out, int64_t ldo);
-
-static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
-#ifdef OB_HAVE_BMMA
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#else
-    (void)p;
-    r[0] = r[1] = r[2] = r[3] = 0;
-#endif
-}
-
-static __device__ __forceinline__ void bmma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#ifdef OB_HAVE_BMMA
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a, (void)b0, (void)b1;
-#endif
-}
-
-static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(const uint32_t *)&h;
-}
 
 /* The signed byte b of word w (b = 0..3) as a float, without I2F (a quarter-rate conversion
  * on these GPUs: with one per weight element it bounded the kernel): the byte, made unsigned

@@ -54,40 +54,57 @@ OB_QFN void w4_frag_slot(int r, int k, int *l, int *e) {
     *e = i + 4 * (kk % 2);
 }
 
-/* Row tile rt of a Q4_K matrix (rows nb1 bytes apart, nin a multiple of 256) into the layout:
- * its 128 x (nin / 64) code words and 16 x (nin / 32) scale pairs. One call a row tile, so a
- * device kernel can run one thread (or block) a tile and the host loops over them. */
+/* Code (0..15) of element (row, col) of a Q4_K matrix (rows nb1 bytes apart). */
+OB_QFN uint32_t w4_q4k_code(const uint8_t *w, size_t nb1, int64_t row, int64_t col) {
+    const ob_block_q4_K *x = (const ob_block_q4_K *)(w + (size_t)row * nb1 + (size_t)(col / 256) * sizeof(ob_block_q4_K));
+    const int s = (int)(col % 256) / 32;
+    return (uint32_t)(x->qs[32 * (s / 2) + (int)(col % 32)] >> (4 * (s % 2))) & 15u;
+}
+
+/* (s, m) of 32-element group gi of a Q4_K row: d x sc and -(dmin x m). */
+OB_QFN float2 w4_q4k_sm(const uint8_t *w, size_t nb1, int64_t row, int64_t gi) {
+    const uint8_t *b = w + (size_t)row * nb1 + (size_t)(gi / 8) * sizeof(ob_block_q4_K);
+    const ob_block_q4_K *x = (const ob_block_q4_K *)b;
+    const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
+    int sc, mn;
+    k4_scale_min(x->scales, (int)(gi % 8), &sc, &mn);
+    float2 sm;
+    sm.x = d * (float)sc;
+    sm.y = -(dmin * (float)mn);
+    return sm;
+}
+
+/* Word idx of the codes (w4_code_words of them) of a Q4_K matrix, nin a multiple of 256. */
+OB_QFN uint32_t w4_q4k_word(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, size_t idx) {
+    const int64_t Q = nin / 64;
+    const int kt = (int)(idx % 4), l = (int)((idx / 4) % 32);
+    const int64_t q = (int64_t)((idx / 128) % (size_t)Q), rt = (int64_t)(idx / (128 * (size_t)Q));
+    uint32_t word = 0;
+    for (int e = 0; e < 8; e++) {
+        int r, k;
+        w4_frag_pos(l, e, &r, &k);
+        const int64_t row = rt * 16 + r;
+        if (row < nout) word |= w4_q4k_code(w, nb1, row, 64 * q + 16 * kt + k) << (4 * e);
+    }
+    return word;
+}
+
+/* Row tile rt of a Q4_K matrix into the layout: its 128 x (nin / 64) code words and
+ * 16 x (nin / 32) scale pairs (the host's loop; a device kernel runs w4_q4k_word and
+ * w4_q4k_sm a thread each). */
 OB_QFN void w4_repack_q4k_tile(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, int64_t rt, uint32_t *codes,
                                float2 *scales) {
     const int64_t Q = nin / 64, G = nin / 32;
-    uint32_t *cw = codes + (size_t)rt * (size_t)Q * 128;
-    float2 *sw = scales + (size_t)rt * (size_t)G * 16;
-    for (size_t i = 0; i < (size_t)Q * 128; i++) cw[i] = 0;
-    for (int rr = 0; rr < 16; rr++) {
-        const int64_t r = rt * 16 + rr;
+    for (size_t i = (size_t)rt * (size_t)Q * 128; i < (size_t)(rt + 1) * (size_t)Q * 128; i++)
+        codes[i] = w4_q4k_word(w, nb1, nout, nin, i);
+    for (int rr = 0; rr < 16; rr++)
         for (int64_t gi = 0; gi < G; gi++) {
-            float2 sm = {0.0f, 0.0f};
-            if (r < nout) {
-                const uint8_t *b = w + (size_t)r * nb1 + (size_t)(gi / 8) * sizeof(ob_block_q4_K);
-                const ob_block_q4_K *x = (const ob_block_q4_K *)b;
-                const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
-                const int s = (int)(gi % 8);
-                int sc, mn;
-                k4_scale_min(x->scales, s, &sc, &mn);
-                sm.x = d * (float)sc;
-                sm.y = -(dmin * (float)mn);
-                const uint8_t *q = x->qs + 32 * (s / 2);
-                for (int j = 0; j < 32; j++) {
-                    const int64_t k = gi * 32 + j;
-                    const uint32_t code = (uint32_t)(q[j] >> (4 * (s % 2))) & 15u;
-                    int l, e;
-                    w4_frag_slot(rr, (int)(k % 16), &l, &e);
-                    cw[((size_t)(k / 64) * 32 + (size_t)l) * 4 + (size_t)((k % 64) / 16)] |= code << (4 * e);
-                }
-            }
-            sw[(size_t)gi * 16 + (size_t)rr] = sm;
+            const int64_t row = rt * 16 + rr;
+            float2 sm;
+            sm.x = sm.y = 0.0f;
+            if (row < nout) sm = w4_q4k_sm(w, nb1, row, gi);
+            scales[((size_t)rt * (size_t)G + (size_t)gi) * 16 + (size_t)rr] = sm;
         }
-    }
 }
 
 /* Element (r, k) as the layout gives it: fmaf(s, code, m). */

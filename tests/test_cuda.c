@@ -621,6 +621,24 @@ static float bf16_round(float f) {
     return f;
 }
 
+/* bias + x w^T in float64 over the bf16 roundings of the dequantized weights and of x: what a
+ * bf16 tensor-core product computes up to its float sums (caller frees). */
+static double *bf16_product_ref(const wt *w, const wt *b, const act *x, int64_t nin, int64_t nout, int64_t n) {
+    double *ref = malloc((size_t)(n * nout) * sizeof(double));
+    float *wb = malloc((size_t)(nin * nout) * sizeof(float)), *xb = malloc((size_t)(nin * n) * sizeof(float));
+    for (int64_t j = 0; j < nin * nout; j++) wb[j] = bf16_round(w->deq[j]);
+    for (int64_t j = 0; j < nin * n; j++) xb[j] = bf16_round(((const float *)x->c.data)[j]);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < nout; r++) {
+            double sum = b->deq[r];
+            for (int64_t j = 0; j < nin; j++) sum += (double)wb[r * nin + j] * xb[t * nin + j];
+            ref[t * nout + r] = sum;
+        }
+    free(wb);
+    free(xb);
+    return ref;
+}
+
 TEST(op_matmul_mmw) {
     NEED_GPU();
     ob_backend *dg = GPU_WITH("OB_CUDA_MMW=1"), *one = GPU_WITH("OB_CUDA_MMW=1", "OB_CUDA_MMW_BLOCKS=1");
@@ -636,16 +654,7 @@ TEST(op_matmul_mmw) {
             act x, out;
             act_rand(&x, nin, n, 1.0f);
             act_new(&out, nout, n, NULL);
-            double *ref = malloc((size_t)(n * nout) * sizeof(double));
-            float *wb = malloc((size_t)(nin * nout) * sizeof(float)), *xb = malloc((size_t)(nin * n) * sizeof(float));
-            for (int64_t j = 0; j < nin * nout; j++) wb[j] = bf16_round(w.deq[j]);
-            for (int64_t j = 0; j < nin * n; j++) xb[j] = bf16_round(((const float *)x.c.data)[j]);
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t r = 0; r < nout; r++) {
-                    double sum = b.deq[r];
-                    for (int64_t j = 0; j < nin; j++) sum += (double)wb[r * nin + j] * xb[t * nin + j];
-                    ref[t * nout + r] = sum;
-                }
+            double *ref = bf16_product_ref(&w, &b, &x, nin, nout, n);
             ob_tensor w0 = w.c, w1 = w.c, bg = b.c;
             CHECK_OK(dg->ops->weight(dg, &w0, w.q));
             CHECK_OK(one->ops->weight(one, &w1, w.q));
@@ -703,8 +712,6 @@ TEST(op_matmul_mmw) {
             }
             for (int v = 0; v < 3; v++) free(got[v]);
             free(ref);
-            free(wb);
-            free(xb);
             act_free(&x);
             act_free(&out);
             wt_free(&w);
@@ -736,16 +743,7 @@ TEST(op_matmul_mm4) {
         act x, out;
         act_rand(&x, nin, n, 1.0f);
         act_new(&out, nout, n, NULL);
-        double *ref = malloc((size_t)(n * nout) * sizeof(double));
-        float *wb = malloc((size_t)(nin * nout) * sizeof(float)), *xb = malloc((size_t)(nin * n) * sizeof(float));
-        for (int64_t j = 0; j < nin * nout; j++) wb[j] = bf16_round(w.deq[j]);
-        for (int64_t j = 0; j < nin * n; j++) xb[j] = bf16_round(((const float *)x.c.data)[j]);
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t r = 0; r < nout; r++) {
-                double sum = b.deq[r];
-                for (int64_t j = 0; j < nin; j++) sum += (double)wb[r * nin + j] * xb[t * nin + j];
-                ref[t * nout + r] = sum;
-            }
+        double *ref = bf16_product_ref(&w, &b, &x, nin, nout, n);
         ob_tensor w0 = w.c, w1 = w.c, b0 = b.c, b1 = b.c;
         CHECK_OK(dg->ops->weight(dg, &w0, w.q));
         CHECK_OK(one->ops->weight(one, &w1, w.q));
@@ -767,7 +765,7 @@ TEST(op_matmul_mm4) {
         CHECK_MSG(memcmp(got[0], got[1], ob) == 0, "mm4 [%lld x %lld] x %lld: the copy's second use differs",
                   (long long)nin, (long long)nout, (long long)n);
         for (int v = 0; v < 3; v++) free(got[v]);
-        free(ref), free(wb), free(xb);
+        free(ref);
         act_free(&x), act_free(&out);
         wt_free(&w), wt_free(&b);
     }

@@ -66,6 +66,27 @@ void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);
+/* The tensor-core products' result for (token t, row r) of n x nout: its split z's partial
+ * part[z][t][r] when the stages are split (mmq_reduce_kernel adds them and the bias), else
+ * out[t][r] = v + bias[r]. The caller skips rows and tokens past the end. */
+static __device__ __forceinline__ void mm_put(float *part, float *out, int64_t ldo, const float *bias, int z, int n,
+                                              int nout, int t, int r, float v) {
+    if (part)
+        part[((size_t)z * (size_t)n + (size_t)t) * (size_t)nout + (size_t)r] = v;
+    else
+        out[(int64_t)t * ldo + r] = v + (bias ? bias[r] : 0.0f);
+}
+
+/* Splits of `stages` for a grid of `have` blocks until it has about `want`: at least min_per
+ * stages a split, none empty. */
+static inline int mm_splits(int64_t want, int64_t have, int stages, int min_per) {
+    int S = have >= want ? 1 : (int)((want + have - 1) / have);
+    if (S > stages / min_per) S = stages / min_per;
+    if (S < 1) S = 1;
+    const int per = (stages + S - 1) / S;
+    return (stages + per - 1) / per;
+}
+
 /* x (float, rows x->nb[1] apart) as f16 or bf16 [n][nin] in the act16 scratch: made now, or
  * the copy the op just before made from the same input (matmul.cu). */
 int cuda_act16(cuda_backend *c, const ob_tensor *x, bool f16, const void **out);

@@ -203,11 +203,7 @@ __global__ void __launch_bounds__(MM4_WARPS * OB_WARP, 2)
             for (int e = 0; e < 4; e++) {
                 const int rr = (rt0 + m) * 16 + g + (e >= 2 ? 8 : 0);
                 const int tk = tok0 + 8 * j + 2 * t4 + (e & 1);
-                if (rr >= nout || tk >= n) continue;
-                if (part)
-                    part[((size_t)blockIdx.z * (size_t)n + (size_t)tk) * (size_t)nout + (size_t)rr] = acc[m][j][e];
-                else
-                    out[(int64_t)tk * ldo + rr] = acc[m][j][e] + (bias ? bias[rr] : 0.0f);
+                if (rr < nout && tk < n) mm_put(part, out, ldo, bias, (int)blockIdx.z, n, nout, tk, rr, acc[m][j][e]);
             }
 }
 
@@ -275,12 +271,7 @@ static int mm4_launch(cuda_backend *c, const cuda_w4_entry *e, const __nv_bfloat
     const int R = (int)((nout + 15) / 16), Q = (int)(nin / MM4_BK);
     const unsigned gx = (unsigned)ob_div_up((size_t)nout, MM4_BM), gy = (unsigned)ob_div_up((size_t)n, BN);
     /* split the stages until the grid has about w4_blocks blocks an SM (four stages a split at least) */
-    const int64_t want = (int64_t)c->n_sm * c->w4_blocks, have = (int64_t)gx * gy;
-    int S = have >= want ? 1 : (int)((want + have - 1) / have);
-    if (S > Q / 4) S = Q / 4;
-    if (S < 1) S = 1;
-    const int per = (Q + S - 1) / S;
-    S = (Q + per - 1) / per;
+    const int S = mm_splits((int64_t)c->n_sm * c->w4_blocks, (int64_t)gx * gy, Q, 4);
     float *part = NULL;
     if (S > 1) {
         OB_TRY(cuda_scratch(c, &c->mmq_scratch, &c->mmq_scratch_bytes, (size_t)S * (size_t)n * (size_t)nout * sizeof(float)));

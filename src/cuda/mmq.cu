@@ -285,11 +285,7 @@ __global__ void __launch_bounds__(MMQ_THREADS, 2)
         for (int e = 0; e < 4; e++) {
             const int rr = row0 + wr * 16 + g + (e >= 2 ? 8 : 0);
             const int t = tok0 + wc * TW + 8 * j + 2 * tig + (e & 1);
-            if (rr >= nout || t >= n) continue;
-            if (part)
-                part[((size_t)blockIdx.z * (size_t)n + (size_t)t) * (size_t)nout + (size_t)rr] = acc[j][e];
-            else
-                out[(int64_t)t * ldo + rr] = acc[j][e] + (bias ? bias[rr] : 0.0f);
+            if (rr < nout && t < n) mm_put(part, out, ldo, bias, (int)blockIdx.z, n, nout, t, rr, acc[j][e]);
         }
 }
 

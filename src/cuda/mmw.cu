@@ -187,11 +187,7 @@ __global__ void __launch_bounds__(MMW_THREADS, 2)
             for (int e = 0; e < 4; e++) {
                 const int rr = row0 + wr * 32 + 16 * m + g + (e >= 2 ? 8 : 0);
                 const int t = tok0 + wc * TW + 8 * j + 2 * tig + (e & 1);
-                if (rr >= nout || t >= n) continue;
-                if (part)
-                    part[((size_t)blockIdx.z * (size_t)n + (size_t)t) * (size_t)nout + (size_t)rr] = acc[m][j][e];
-                else
-                    out[(int64_t)t * ldo + rr] = acc[m][j][e] + (bias ? bias[rr] : 0.0f);
+                if (rr < nout && t < n) mm_put(part, out, ldo, bias, (int)blockIdx.z, n, nout, t, rr, acc[m][j][e]);
             }
 }
 
@@ -234,12 +230,7 @@ static int mmw_launch(cuda_backend *c, const ob_tensor *w, const __nv_bfloat16 *
     const int nstages = (int)(nin / MMW_BK);
     const unsigned gx = (unsigned)ob_div_up((size_t)nout, MMW_BM), gy = (unsigned)ob_div_up((size_t)n, BN);
     /* split the stages until the grid has about mmw_blocks blocks an SM (four stages a split at least) */
-    const int64_t want = (int64_t)c->n_sm * c->mmw_blocks, have = (int64_t)gx * gy;
-    int S = have >= want ? 1 : (int)((want + have - 1) / have);
-    if (S > nstages / 4) S = nstages / 4;
-    if (S < 1) S = 1;
-    const int per = (nstages + S - 1) / S;
-    S = (nstages + per - 1) / per; /* no empty splits */
+    const int S = mm_splits((int64_t)c->n_sm * c->mmw_blocks, (int64_t)gx * gy, nstages, 4);
     float *part = NULL;
     if (S > 1) {
         OB_TRY(cuda_scratch(c, &c->mmq_scratch, &c->mmq_scratch_bytes, (size_t)S * (size_t)n * (size_t)nout * sizeof(float)));

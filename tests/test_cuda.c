@@ -722,8 +722,8 @@ done:
     ob_backend_free(one);
 }
 
-/* Q4_K through its fragment-order copy and the W4A16 kernel (mm4.cu, OB_CUDA_W4=1): the same
- * values as the bf16 copies (fmaf(d x sc, code, -dmin x m) rounded to bf16) against bf16
+/* Q4_K, Q4_0 and Q4_1 through their fragment-order copies and the W4A16 kernel (mm4.cu,
+ * OB_CUDA_W4=1; Q4_0/Q4_1 rows of 192 too): the same values as the bf16 copies (fmaf(d x sc, code, -dmin x m) rounded to bf16) against bf16
  * activations, so against a float64 product of exactly those bf16 values the NMSE is float-sum
  * noise. Both grids (4 blocks an SM: split stages and the reduce; 1 on a 132-SM H200: 33 x 4
  * blocks in one pass with the bias in the kernel), rows and tokens past a tile, BN 32 and 64,
@@ -733,12 +733,16 @@ TEST(op_matmul_mm4) {
     NEED_GPU();
     ob_backend *dg = GPU_WITH("OB_CUDA_W4=1", "OB_CUDA_W4_BLOCKS=4"), *one = GPU_WITH("OB_CUDA_W4=1");
     static const struct { int64_t nin, nout, n; } shapes[] = {{1024, 4224, 200}, {2048, 1000, 17}, {512, 300, 33},
-                                                              {4096, 1024, 64}};
+                                                              {4096, 1024, 64}, {192, 100, 20}};
+    static const ob_type types[] = {OB_TYPE_Q4_K, OB_TYPE_Q4_0, OB_TYPE_Q4_1};
     if (!one || !dg) goto done;
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    for (size_t i = 0; i < 3 * ns; i++) {
+        const size_t ti = i / ns, k = i % ns;
         const int64_t nin = shapes[k].nin, nout = shapes[k].nout, n = shapes[k].n;
+        if (types[ti] == OB_TYPE_Q4_K && nin % 256) continue; /* Q4_K rows are whole 256-element blocks */
         wt w, b;
-        wt_new(&w, OB_TYPE_Q4_K, nin, nout, 1.0f);
+        wt_new(&w, types[ti], nin, nout, 1.0f);
         wt_new(&b, OB_TYPE_F32, nout, 1, 1.0f);
         act x, out;
         act_rand(&x, nin, n, 1.0f);
@@ -759,11 +763,12 @@ TEST(op_matmul_mm4) {
             got[v] = malloc(ob);
             CHECK_OK(g->ops->download(g, got[v], out.g.data, ob));
             const double e = nmse_d(got[v], ref, (size_t)(n * nout));
-            CHECK_MSG(e < 1e-9, "mm4 [%lld x %lld] x %lld (%s): NMSE vs the bf16 values in float64 %.3g", (long long)nin,
-                      (long long)nout, (long long)n, v < 2 ? "split grid" : "one pass", e);
+            CHECK_MSG(e < 1e-9, "mm4 %s [%lld x %lld] x %lld (%s): NMSE vs the bf16 values in float64 %.3g",
+                      ob_type_name(types[ti]), (long long)nin, (long long)nout, (long long)n,
+                      v < 2 ? "split grid" : "one pass", e);
         }
-        CHECK_MSG(memcmp(got[0], got[1], ob) == 0, "mm4 [%lld x %lld] x %lld: the copy's second use differs",
-                  (long long)nin, (long long)nout, (long long)n);
+        CHECK_MSG(memcmp(got[0], got[1], ob) == 0, "mm4 %s [%lld x %lld] x %lld: the copy's second use differs",
+                  ob_type_name(types[ti]), (long long)nin, (long long)nout, (long long)n);
         for (int v = 0; v < 3; v++) free(got[v]);
         free(ref);
         act_free(&x), act_free(&out);

@@ -138,10 +138,11 @@ TEST(integer_dot_products_match_the_reference) {
 }
 
 /* The fragment-order 4-bit layout (w4.cuh): the lane/nibble map is a bijection onto the 16 x 16
- * tile whose pairs are the A fragment's (same row, columns c and c + 1); a Q4_K matrix with a
- * partial last row tile, repacked, gives every element as the reference dequantizes it (one
- * float rounding apart: the layout's value is one FMA), and 0 in the padding rows. */
-TEST(w4_layout_matches_q4k) {
+ * tile whose pairs are the A fragment's (same row, columns c and c + 1); Q4_K, Q4_0 and Q4_1
+ * matrices with a partial last row tile, repacked, give every element as the reference
+ * dequantizes it (one float rounding apart: the layout's value is one FMA), and 0 in the
+ * padding rows. */
+TEST(w4_layout_matches_the_reference) {
     int seen[16][16] = {{0}}, bad = 0;
     for (int l = 0; l < 32; l++)
         for (int e = 0; e < 8; e++) {
@@ -160,31 +161,39 @@ TEST(w4_layout_matches_q4k) {
         for (int k = 0; k < 16; k++) bad += seen[r][k] != 1;
     CHECK_EQ_INT(bad, 0);
 
-    const int64_t nout = 40, nin = 512, rt = (nout + 15) / 16;
-    const ob_type_traits *tr = ob_type_get(OB_TYPE_Q4_K);
-    const size_t rb = ob_row_size(OB_TYPE_Q4_K, nin);
-    float *x = (float *)malloc(sizeof(float) * nout * nin), *ref = (float *)malloc(sizeof(float) * nout * nin);
-    uint8_t *q = (uint8_t *)malloc(rb * nout);
-    for (int64_t i = 0; i < nout * nin; i++) x[i] = 2.0f * test_rand_normal(&g_rng) + (i % 11 == 0 ? 0.8f : 0.0f);
-    tr->from_float_ref(x, q, nout * nin);
-    tr->to_float(q, ref, nout * nin);
-    uint32_t *codes = (uint32_t *)malloc(sizeof(uint32_t) * w4_code_words(nout, nin));
-    float2 *scales = (float2 *)malloc(sizeof(float2) * w4_scale_pairs(nout, nin));
-    CHECK_EQ_INT((int)w4_code_words(nout, nin), (int)(rt * 16 * nin / 8));
-    for (int64_t t = 0; t < rt; t++) w4_repack_q4k_tile(q, rb, nout, nin, t, codes, scales);
-    bad = 0;
-    for (int64_t r = 0; r < rt * 16; r++)
-        for (int64_t k = 0; k < nin; k++) {
-            const float got = w4_value(codes, scales, nin, r, k), want = r < nout ? ref[r * nin + k] : 0.0f;
-            if (!(fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-6f)) {
-                if (bad < 3)
-                    fprintf(stderr, "  w4 row %lld column %lld: %.9g, reference %.9g\n", (long long)r, (long long)k,
-                            (double)got, (double)want);
-                bad++;
-            }
+    static const struct { int type; int64_t nin; } cases[] = {{OB_TYPE_Q4_K, 512}, {OB_TYPE_Q4_0, 192}, {OB_TYPE_Q4_1, 320}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int t = cases[ci].type;
+        const int64_t nout = 40, nin = cases[ci].nin, rt = (nout + 15) / 16;
+        const ob_type_traits *tr = ob_type_get(t);
+        const size_t rb = ob_row_size((ob_type)t, nin);
+        float *x = (float *)malloc(sizeof(float) * nout * nin), *ref = (float *)malloc(sizeof(float) * nout * nin);
+        uint8_t *q = (uint8_t *)malloc(rb * nout);
+        for (int64_t i = 0; i < nout * nin; i++) x[i] = 2.0f * test_rand_normal(&g_rng) + (i % 11 == 0 ? 0.8f : 0.0f);
+        tr->from_float_ref(x, q, nout * nin);
+        tr->to_float(q, ref, nout * nin);
+        uint32_t *codes = (uint32_t *)malloc(sizeof(uint32_t) * w4_code_words(nout, nin));
+        float2 *scales = (float2 *)malloc(sizeof(float2) * w4_scale_pairs(nout, nin));
+        CHECK_EQ_INT((int)w4_code_words(nout, nin), (int)(rt * 16 * nin / 8));
+        for (int64_t r = 0; r < rt; r++) {
+            if (t == OB_TYPE_Q4_K) w4_repack_tile<OB_TYPE_Q4_K>(q, rb, nout, nin, r, codes, scales);
+            else if (t == OB_TYPE_Q4_0) w4_repack_tile<OB_TYPE_Q4_0>(q, rb, nout, nin, r, codes, scales);
+            else w4_repack_tile<OB_TYPE_Q4_1>(q, rb, nout, nin, r, codes, scales);
         }
-    CHECK_MSG(bad == 0, "w4: %d elements differ from the Q4_K reference", bad);
-    free(x), free(ref), free(q), free(codes), free(scales);
+        bad = 0;
+        for (int64_t r = 0; r < rt * 16; r++)
+            for (int64_t k = 0; k < nin; k++) {
+                const float got = w4_value(codes, scales, nin, r, k), want = r < nout ? ref[r * nin + k] : 0.0f;
+                if (!(fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-6f)) {
+                    if (bad < 3)
+                        fprintf(stderr, "  w4 %s row %lld column %lld: %.9g, reference %.9g\n", cuda_type_name(t),
+                                (long long)r, (long long)k, (double)got, (double)want);
+                    bad++;
+                }
+            }
+        CHECK_MSG(bad == 0, "w4 %s: %d elements differ from the reference", cuda_type_name(t), bad);
+        free(x), free(ref), free(q), free(codes), free(scales);
+    }
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }

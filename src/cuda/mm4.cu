@@ -1,5 +1,5 @@
 /*
- * mm4.cu - Q4_K weights times a batch of tokens on bf16 tensor cores, the
+ * mm4.cu - 4-bit weights (Q4_K, Q4_0, Q4_1) times a batch of tokens on bf16 tensor cores, the
  * weights read from their fragment-order copy (w4.cuh) and turned into A
  * fragments in registers: a W4A16 product. Experimental (OB_CUDA_W4=1;
  * written at the end of session 9 with no device time left, so not yet run
@@ -61,21 +61,18 @@ void cuda_w4_free(cuda_backend *c) {
 
 /* ---- the copy, made on the device ---- */
 
+template <int T>
 __global__ void w4_codes_kernel(const uint8_t *__restrict__ w, size_t nb1, int64_t nout, int64_t nin, size_t words,
                                 uint32_t *__restrict__ codes) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < words) codes[i] = w4_q4k_word(w, nb1, nout, nin, i);
+    if (i < words) codes[i] = w4_word<T>(w, nb1, nout, nin, i);
 }
 
+template <int T>
 __global__ void w4_scales_kernel(const uint8_t *__restrict__ w, size_t nb1, int64_t nout, int64_t nin, size_t pairs,
                                  float2 *__restrict__ scales) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= pairs) return;
-    const int64_t G = nin / 32, rr = (int64_t)(i % 16), gi = (int64_t)((i / 16) % (size_t)G);
-    const int64_t row = (int64_t)(i / (16 * (size_t)G)) * 16 + rr;
-    float2 sm = make_float2(0.0f, 0.0f);
-    if (row < nout) sm = w4_q4k_sm(w, nb1, row, gi);
-    scales[i] = sm;
+    if (i < pairs) scales[i] = w4_pair<T>(w, nb1, nout, nin, i);
 }
 
 /* ---- the product ---- */
@@ -210,8 +207,10 @@ __global__ void __launch_bounds__(MM4_WARPS * OB_WARP, 2)
 /* ---- host side ---- */
 
 bool cuda_mm4_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
-    return c->w4 && !c->invariant && n >= c->w4_min && n <= c->w4_max && w->type == OB_TYPE_Q4_K &&
-           w->ne[0] % 256 == 0 && w->nb[1] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
+    const bool type = (w->type == OB_TYPE_Q4_K && w->ne[0] % 256 == 0) ||
+                      ((w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q4_1) && w->ne[0] % 64 == 0);
+    return c->w4 && !c->invariant && n >= c->w4_min && n <= c->w4_max && type && w->nb[1] % 2 == 0 &&
+           (uintptr_t)w->data % 2 == 0;
 }
 
 /* The fragment-order copy of w, made now if it is a model weight and there is room; NULL if not. */
@@ -256,10 +255,19 @@ static int w4_copy(cuda_backend *c, const ob_tensor *w, const cuda_w4_entry **ou
     }
     cuda_w4_entry *e = &c->w4tab[c->n_w4++];
     e->src = w->data, e->codes = codes, e->scales = scales, e->nin = nin, e->nout = nout;
-    OB_TRY(cuda_launch(c, w4_codes_kernel, (unsigned)ob_div_up(words, 256), 256, 0, (const uint8_t *)w->data, w->nb[1],
-                       nout, nin, words, codes));
-    OB_TRY(cuda_launch(c, w4_scales_kernel, (unsigned)ob_div_up(pairs, 256), 256, 0, (const uint8_t *)w->data, w->nb[1],
-                       nout, nin, pairs, scales));
+    const uint8_t *wd = (const uint8_t *)w->data;
+    switch ((int)w->type) {
+#define OB_W4(T)                                                                                                      \
+    case T:                                                                                                           \
+        OB_TRY(cuda_launch(c, w4_codes_kernel<T>, (unsigned)ob_div_up(words, 256), 256, 0, wd, w->nb[1], nout, nin,   \
+                           words, codes));                                                                            \
+        OB_TRY(cuda_launch(c, w4_scales_kernel<T>, (unsigned)ob_div_up(pairs, 256), 256, 0, wd, w->nb[1], nout, nin,  \
+                           pairs, scales));                                                                           \
+        break;
+        OB_W4(OB_TYPE_Q4_K) OB_W4(OB_TYPE_Q4_0) OB_W4(OB_TYPE_Q4_1)
+#undef OB_W4
+    default: return ob_cuda_err(OB_ERR_INTERNAL, "w4: type %d", (int)w->type);
+    }
     *out = e;
     return 0;
 }

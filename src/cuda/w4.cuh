@@ -29,8 +29,8 @@
  * 4e + 3) is register a_(e % 4)'s first element for e < 4 and its second
  * for e >= 4, so (word >> 4i) & 0x000F000F puts register a_i's two codes in
  * the two 16-bit halves. Codes are 0..15; a 32-element group of a row has
- * one (s, m): Q4_K's d x sc and -dmin x m. Rows past nout have codes 0 and
- * scales (0, 0).
+ * one (s, m): Q4_K's d x sc and -dmin x m, Q4_0's d and -8 d, Q4_1's d and
+ * m. Rows past nout have codes 0 and scales (0, 0).
  */
 #ifndef OB_CUDA_W4_CUH
 #define OB_CUDA_W4_CUH
@@ -54,28 +54,65 @@ OB_QFN void w4_frag_slot(int r, int k, int *l, int *e) {
     *e = i + 4 * (kk % 2);
 }
 
-/* Code (0..15) of element (row, col) of a Q4_K matrix (rows nb1 bytes apart). */
-OB_QFN uint32_t w4_q4k_code(const uint8_t *w, size_t nb1, int64_t row, int64_t col) {
-    const ob_block_q4_K *x = (const ob_block_q4_K *)(w + (size_t)row * nb1 + (size_t)(col / 256) * sizeof(ob_block_q4_K));
-    const int s = (int)(col % 256) / 32;
-    return (uint32_t)(x->qs[32 * (s / 2) + (int)(col % 32)] >> (4 * (s % 2))) & 15u;
+/* Code (0..15) of element (row, col) and (s, m) of 32-element group gi of a row, for each
+ * type the layout takes (rows nb1 bytes apart): Q4_K (d x sc, -(dmin x m)), Q4_0 (d, -8 d:
+ * fmaf(d, q, -8 d) is d (q - 8) rounded once, the reference's value), Q4_1 (d, m). */
+template <int T> struct w4_src;
+
+template <> struct w4_src<OB_TYPE_Q4_K> {
+    OB_QFN uint32_t code(const uint8_t *w, size_t nb1, int64_t row, int64_t col) {
+        const ob_block_q4_K *x =
+            (const ob_block_q4_K *)(w + (size_t)row * nb1 + (size_t)(col / 256) * sizeof(ob_block_q4_K));
+        const int s = (int)(col % 256) / 32;
+        return (uint32_t)(x->qs[32 * (s / 2) + (int)(col % 32)] >> (4 * (s % 2))) & 15u;
+    }
+    OB_QFN float2 sm(const uint8_t *w, size_t nb1, int64_t row, int64_t gi) {
+        const uint8_t *b = w + (size_t)row * nb1 + (size_t)(gi / 8) * sizeof(ob_block_q4_K);
+        const ob_block_q4_K *x = (const ob_block_q4_K *)b;
+        const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
+        int sc, mn;
+        k4_scale_min(x->scales, (int)(gi % 8), &sc, &mn);
+        float2 r;
+        r.x = d * (float)sc;
+        r.y = -(dmin * (float)mn);
+        return r;
+    }
+};
+
+/* Q4_0 and Q4_1: block gi holds elements 32 gi.., low nibbles the first 16, high the rest. */
+OB_QFN uint32_t w4_q4x_code(const uint8_t *blk, int64_t col, size_t head) {
+    const int j = (int)(col % 32);
+    return (uint32_t)(blk[head + (size_t)(j % 16)] >> (4 * (j / 16))) & 15u;
 }
 
-/* (s, m) of 32-element group gi of a Q4_K row: d x sc and -(dmin x m). */
-OB_QFN float2 w4_q4k_sm(const uint8_t *w, size_t nb1, int64_t row, int64_t gi) {
-    const uint8_t *b = w + (size_t)row * nb1 + (size_t)(gi / 8) * sizeof(ob_block_q4_K);
-    const ob_block_q4_K *x = (const ob_block_q4_K *)b;
-    const float d = ob_h2f((uint16_t)ld_u16(b)), dmin = ob_h2f((uint16_t)ld_u16(b + 2));
-    int sc, mn;
-    k4_scale_min(x->scales, (int)(gi % 8), &sc, &mn);
-    float2 sm;
-    sm.x = d * (float)sc;
-    sm.y = -(dmin * (float)mn);
-    return sm;
-}
+template <> struct w4_src<OB_TYPE_Q4_0> {
+    OB_QFN uint32_t code(const uint8_t *w, size_t nb1, int64_t row, int64_t col) {
+        return w4_q4x_code(w + (size_t)row * nb1 + (size_t)(col / 32) * sizeof(ob_block_q4_0), col, 2);
+    }
+    OB_QFN float2 sm(const uint8_t *w, size_t nb1, int64_t row, int64_t gi) {
+        const float d = ob_h2f((uint16_t)ld_u16(w + (size_t)row * nb1 + (size_t)gi * sizeof(ob_block_q4_0)));
+        float2 r;
+        r.x = d;
+        r.y = -8.0f * d;
+        return r;
+    }
+};
 
-/* Word idx of the codes (w4_code_words of them) of a Q4_K matrix, nin a multiple of 256. */
-OB_QFN uint32_t w4_q4k_word(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, size_t idx) {
+template <> struct w4_src<OB_TYPE_Q4_1> {
+    OB_QFN uint32_t code(const uint8_t *w, size_t nb1, int64_t row, int64_t col) {
+        return w4_q4x_code(w + (size_t)row * nb1 + (size_t)(col / 32) * sizeof(ob_block_q4_1), col, 4);
+    }
+    OB_QFN float2 sm(const uint8_t *w, size_t nb1, int64_t row, int64_t gi) {
+        const uint8_t *b = w + (size_t)row * nb1 + (size_t)gi * sizeof(ob_block_q4_1);
+        float2 r;
+        r.x = ob_h2f((uint16_t)ld_u16(b));
+        r.y = ob_h2f((uint16_t)ld_u16(b + 2));
+        return r;
+    }
+};
+
+/* Word idx of the codes (w4_code_words of them) of a matrix of type T, nin a multiple of 64. */
+template <int T> OB_QFN uint32_t w4_word(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, size_t idx) {
     const int64_t Q = nin / 64;
     const int kt = (int)(idx % 4), l = (int)((idx / 4) % 32);
     const int64_t q = (int64_t)((idx / 128) % (size_t)Q), rt = (int64_t)(idx / (128 * (size_t)Q));
@@ -84,27 +121,29 @@ OB_QFN uint32_t w4_q4k_word(const uint8_t *w, size_t nb1, int64_t nout, int64_t 
         int r, k;
         w4_frag_pos(l, e, &r, &k);
         const int64_t row = rt * 16 + r;
-        if (row < nout) word |= w4_q4k_code(w, nb1, row, 64 * q + 16 * kt + k) << (4 * e);
+        if (row < nout) word |= w4_src<T>::code(w, nb1, row, 64 * q + 16 * kt + k) << (4 * e);
     }
     return word;
 }
 
-/* Row tile rt of a Q4_K matrix into the layout: its 128 x (nin / 64) code words and
- * 16 x (nin / 32) scale pairs (the host's loop; a device kernel runs w4_q4k_word and
- * w4_q4k_sm a thread each). */
-OB_QFN void w4_repack_q4k_tile(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, int64_t rt, uint32_t *codes,
-                               float2 *scales) {
-    const int64_t Q = nin / 64, G = nin / 32;
-    for (size_t i = (size_t)rt * (size_t)Q * 128; i < (size_t)(rt + 1) * (size_t)Q * 128; i++)
-        codes[i] = w4_q4k_word(w, nb1, nout, nin, i);
-    for (int rr = 0; rr < 16; rr++)
-        for (int64_t gi = 0; gi < G; gi++) {
-            const int64_t row = rt * 16 + rr;
-            float2 sm;
-            sm.x = sm.y = 0.0f;
-            if (row < nout) sm = w4_q4k_sm(w, nb1, row, gi);
-            scales[((size_t)rt * (size_t)G + (size_t)gi) * 16 + (size_t)rr] = sm;
-        }
+/* Scale pair idx (w4_scale_pairs of them): (0, 0) for the padding rows. */
+template <int T> OB_QFN float2 w4_pair(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, size_t idx) {
+    const int64_t G = nin / 32, rr = (int64_t)(idx % 16), gi = (int64_t)((idx / 16) % (size_t)G);
+    const int64_t row = (int64_t)(idx / (16 * (size_t)G)) * 16 + rr;
+    float2 r;
+    r.x = r.y = 0.0f;
+    if (row < nout) r = w4_src<T>::sm(w, nb1, row, gi);
+    return r;
+}
+
+/* Row tile rt of a matrix of type T into the layout (the host's loop; a device kernel runs
+ * w4_word and w4_pair a thread each). */
+template <int T>
+OB_QFN void w4_repack_tile(const uint8_t *w, size_t nb1, int64_t nout, int64_t nin, int64_t rt, uint32_t *codes,
+                           float2 *scales) {
+    const size_t nw = (size_t)(nin / 64) * 128, np = (size_t)(nin / 32) * 16;
+    for (size_t i = (size_t)rt * nw; i < (size_t)(rt + 1) * nw; i++) codes[i] = w4_word<T>(w, nb1, nout, nin, i);
+    for (size_t i = (size_t)rt * np; i < (size_t)(rt + 1) * np; i++) scales[i] = w4_pair<T>(w, nb1, nout, nin, i);
 }
 
 /* Element (r, k) as the layout gives it: fmaf(s, code, m). */

@@ -307,17 +307,7 @@ bool cuda_mmq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     /* batch-invariant mode: every batch size through this kernel (a token's sums do not depend
      * on the tile it sits in: exact integer products, then float sums in step and piece order) */
     if (!c->invariant && (n < c->mmq_min || n > c->mmq_max)) return false;
-    switch ((int)w->type) {
-    case OB_TYPE_Q4_K:
-    case OB_TYPE_Q5_K:
-        return w->nb[1] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
-    case OB_TYPE_Q6_K:
-    case OB_TYPE_Q4_0:
-    case OB_TYPE_Q8_0:
-        return w->nb[1] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
-    default:
-        return false;
-    }
+    return mmq_w_loadable(w);
 }
 
 template <int T, int BM, int BN>

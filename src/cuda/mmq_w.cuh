@@ -20,6 +20,22 @@
  * codes (element order), the piece's scale(s) dw and its offset factor mw. */
 template <int T> struct mmq_w;
 
+/* Whether w is of a type mmq_w has, with rows and data aligned as its loads need (16 bytes for
+ * Q4_K/Q5_K's uint4 loads, 2 for the others). */
+static inline bool mmq_w_loadable(const ob_tensor *w) {
+    switch ((int)w->type) {
+    case OB_TYPE_Q4_K:
+    case OB_TYPE_Q5_K:
+        return w->nb[1] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
+    case OB_TYPE_Q6_K:
+    case OB_TYPE_Q4_0:
+    case OB_TYPE_Q8_0:
+        return w->nb[1] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
+    default:
+        return false;
+    }
+}
+
 /* k4_scale_min (quant.cuh) on the 12 scale bytes held in three words, with
  * a run-time sub-block index that stays in registers. */
 static __device__ __forceinline__ void k4_scale_min_words(uint32_t w0, uint32_t w1, uint32_t w2, int p, int &sc,

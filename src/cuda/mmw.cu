@@ -206,17 +206,7 @@ __global__ void mmw_act_kernel(const float *__restrict__ x, int64_t ldx, int64_t
 
 bool cuda_mmw_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     if (!c->mmw || c->invariant || n < c->mmw_min || n > c->mmw_max || w->ne[0] % 256 != 0) return false;
-    switch ((int)w->type) {
-    case OB_TYPE_Q4_K:
-    case OB_TYPE_Q5_K:
-        return w->nb[1] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
-    case OB_TYPE_Q6_K:
-    case OB_TYPE_Q4_0:
-    case OB_TYPE_Q8_0:
-        return w->nb[1] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
-    default:
-        return false;
-    }
+    return mmq_w_loadable(w);
 }
 
 static constexpr int mmw_type_index(int t) {

@@ -324,9 +324,6 @@ int cuda_act16(cuda_backend *c, const ob_tensor *x, bool f16, const void **out) 
 #define SG_BK 32
 #define SG_MAX_ROWS 1024
 
-__global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
-                                  const float *__restrict__ bias, float *__restrict__ out, int64_t ldo);
-
 __global__ void __launch_bounds__(256)
     sgemm_kernel(const float *__restrict__ w, int64_t ldw, const float *__restrict__ x, int64_t ldx, int nout, int n,
                  int nin, int kper, const float *__restrict__ bias, float *__restrict__ out, int64_t ldo,

@@ -66,6 +66,11 @@ void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);
+/* out[t][r] = bias[r] + sum over z of part[z][t][r], z in order (mmq.cu): the split tensor-core
+ * products' (mmq, mmw, mm4) and the F32 tile product's partials added. */
+__global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
+                                  const float *__restrict__ bias, float *__restrict__ out, int64_t ldo);
+
 /* The tensor-core products' result for (token t, row r) of n x nout: its split z's partial
  * part[z][t][r] when the stages are split (mmq_reduce_kernel adds them and the bias), else
  * out[t][r] = v + bias[r]. The caller skips rows and tokens past the end. */

@@ -42,9 +42,6 @@
 #define MM4_BK 64               /* elements a stage: four 16-element k-tiles */
 #define MM4_LDS (MM4_BK + 8)    /* bf16 per shared activation row: 144 bytes, ldmatrix rows on 8 bank groups */
 
-__global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
-                                  const float *__restrict__ bias, float *__restrict__ out, int64_t ldo);
-
 struct cuda_w4_entry {
     const void *src;
     uint32_t *codes;

@@ -50,9 +50,6 @@
 #define MMW_LDS (MMW_BK + 8)  /* bf16 per shared row: 144 bytes, so ldmatrix's 8 rows hit 8 bank groups */
 #define MMW_THREADS 256
 
-__global__ void mmq_reduce_kernel(const float *__restrict__ part, int S, int n, int nout,
-                                  const float *__restrict__ bias, float *__restrict__ out, int64_t ldo);
-
 /* The signed byte b of word w (b = 0..3) as a float, without I2F (a quarter-rate conversion
  * on these GPUs: with one per weight element it bounded the kernel): the byte, made unsigned
  * by flipping its sign bit, goes into the low mantissa of 2^23 (one PRMT), and one FADD

@@ -1422,18 +1422,26 @@ static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd,
 TEST(op_kv_write_and_attention) {
     NEED_GPU();
     static const ob_type kvts[] = {OB_TYPE_F16, OB_TYPE_F32, OB_TYPE_Q8_0};
-    for (int i = 0; i < 3; i++) {
-        /* F16 and Q8_0 caches with head dimensions 64/128/256 and up to 8 query heads a KV head
-         * take the vector kernel (attention.cu); the rest the tiled one */
-        check_attention_case(kvts[i], 8, 2, 64, 0.0f, 0.0f);
-        check_attention_case(kvts[i], 32, 8, 128, 0.0f, 0.0f);
-        check_attention_case(kvts[i], 4, 2, 16, 0.0f, 0.0f);  /* Q8_0: the second head starts mid-block */
-        check_attention_case(kvts[i], 16, 16, 256, 30.0f, 0.0f);
-        check_attention_case(kvts[i], 12, 1, 96, 0.0f, 0.0f); /* one KV head for 12 query heads */
-        check_attention_case(kvts[i], 14, 2, 64, 0.0f, 0.0f); /* 7 query heads a KV head (padded to 8) */
-        check_attention_case(kvts[i], 6, 6, 64, 0.0f, 8.0f);  /* ALiBi, 6 heads: both slope series */
-        check_attention_case(kvts[i], 4, 4, 16, 0.0f, 8.0f);  /* ALiBi in the tiled kernel */
+    /* twice: the vector kernel's tiled form (the default: a lane a position for the scores)
+     * and its per-position form (OB_CUDA_ATTN_VT=0) */
+    ob_backend *const dflt = g_gpu, *per_pos = GPU_WITH("OB_CUDA_ATTN_VT=0");
+    for (int form = 0; form < 2 && (form == 0 || per_pos); form++) {
+        g_gpu = form == 0 ? dflt : per_pos;
+        for (int i = 0; i < 3; i++) {
+            /* F16 and Q8_0 caches with head dimensions 64/128/256 and up to 8 query heads a KV
+             * head take the vector kernel (attention.cu); the rest the shared-memory one */
+            check_attention_case(kvts[i], 8, 2, 64, 0.0f, 0.0f);
+            check_attention_case(kvts[i], 32, 8, 128, 0.0f, 0.0f);
+            check_attention_case(kvts[i], 4, 2, 16, 0.0f, 0.0f);  /* Q8_0: the second head starts mid-block */
+            check_attention_case(kvts[i], 16, 16, 256, 30.0f, 0.0f);
+            check_attention_case(kvts[i], 12, 1, 96, 0.0f, 0.0f); /* one KV head for 12 query heads */
+            check_attention_case(kvts[i], 14, 2, 64, 0.0f, 0.0f); /* 7 query heads a KV head (padded to 8) */
+            check_attention_case(kvts[i], 6, 6, 64, 0.0f, 8.0f);  /* ALiBi, 6 heads: both slope series */
+            check_attention_case(kvts[i], 4, 4, 16, 0.0f, 8.0f);  /* ALiBi in the shared-memory kernel */
+        }
     }
+    g_gpu = dflt;
+    ob_backend_free(per_pos);
 }
 
 /* A decode layer's RoPE, KV write, attention and output projection while a step is recorded
@@ -1583,6 +1591,83 @@ TEST(op_decode_fusions) {
         for (int hd = 64; hd <= 128; hd *= 2)
             for (int n = 1; n <= 3; n += 2)
                 for (int variant = 0; variant < 3; variant++) decode_fusion_case(bk, kvts[t], hd, n, variant);
+done:
+    ob_backend_free(bk[0]);
+    ob_backend_free(bk[1]);
+}
+
+/* Decode attention writes its output's bf16 copy when the batch's products run on kept bf16
+ * copies (n >= OB_CUDA_BF16_MIN, a copy kept): the output projection right after reads it
+ * instead of converting the output in a launch of its own. 24 decode tokens of three
+ * sequences (positions far apart, so no tensor-core prompt tiles; D's long ranges split over
+ * blocks, so the combine writes the copy for those), head dimensions 64 and 128: the
+ * projection must equal, bit for bit, the one of a backend with the output copies off
+ * (OB_CUDA_ATTN_Q8=0), which converts the same floats itself; the attention against the CPU. */
+TEST(op_attention_b16_copy) {
+    NEED_GPU();
+    ob_backend *bk[2] = {GPU_WITH("OB_CUDA_BF16_CACHE=1"), GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_ATTN_Q8=0")};
+    if (!bk[0] || !bk[1]) goto done;
+    for (int hd = 64; hd <= 128; hd *= 2) {
+        const int nq = 8, nk = 2, n = 24;
+        const int64_t qd = (int64_t)nq * hd, kv_dim = (int64_t)nk * hd;
+        make_tables();
+        kvpair kv;
+        kv_new(&kv, OB_TYPE_F16, kv_dim, KV_BS, KV_BLOCKS);
+        {
+            const int64_t ns = (int64_t)KV_BLOCKS * KV_BS;
+            int32_t *all = malloc(sizeof(int32_t) * (size_t)ns);
+            for (int64_t i = 0; i < ns; i++) all[i] = (int32_t)i;
+            act k0, v0;
+            act_rand(&k0, kv_dim, ns, 1.0f);
+            act_rand(&v0, kv_dim, ns, 1.0f);
+            CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv.g, 0, &k0.g, &v0.g, all));
+            CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &k0.c, &v0.c, all));
+            act_free(&k0);
+            act_free(&v0);
+            free(all);
+        }
+        ob_attn_token toks[24];
+        static const int seqs[3] = {0, 1, 3};
+        for (int i = 0; i < n; i++) {
+            const int s = seqs[i % 3];
+            toks[i] = (ob_attn_token){g_tab[s], (7 + 41 * i) % k_len[s], 0};
+        }
+        ob_attn_params ap = {nq, nk, hd, 1.0f / sqrtf((float)hd), 0.0f, 0.0f};
+        act q, att, warm;
+        act_rand(&q, qd, n, 1.0f);
+        act_rand(&warm, qd, n, 1.0f);
+        act_new(&att, qd, n, NULL);
+        wt wo;
+        wt_new(&wo, OB_TYPE_Q4_K, qd, 256, 1.0f);
+        float *got[2];
+        const size_t ob = (size_t)(256 * n) * sizeof(float);
+        for (int b = 0; b < 2; b++) {
+            ob_backend *g = bk[b];
+            ob_tensor w = wo.c;
+            CHECK_OK(g->ops->weight(g, &w, wo.q));
+            act o;
+            act_new(&o, 256, n, NULL);
+            CHECK_OK(g->ops->matmul(g, &w, &warm.g, NULL, &o.g)); /* makes the weight's bf16 copy */
+            CHECK_OK(g->ops->attention(g, &kv.g, 0, &q.g, toks, &ap, &att.g));
+            CHECK_OK(g->ops->matmul(g, &w, &att.g, NULL, &o.g));
+            got[b] = malloc(ob);
+            CHECK_OK(g->ops->download(g, got[b], o.g.data, ob));
+            if (b == 0) {
+                float *ga = act_get(&att);
+                CHECK_OK(g_cpu->ops->attention(g_cpu, &kv.c, 0, &q.c, toks, &ap, &att.c));
+                const double e = nmse(ga, att.c.data, (size_t)(qd * n));
+                CHECK_MSG(e < 1e-9, "hd %d: attention (writing its bf16 copy) vs CPU: NMSE %.3g", hd, e);
+                free(ga);
+            }
+            act_free(&o);
+        }
+        CHECK_MSG(memcmp(got[0], got[1], ob) == 0,
+                  "hd %d: the projection on the attention's bf16 copy differs from the one converting itself", hd);
+        free(got[0]), free(got[1]);
+        wt_free(&wo);
+        act_free(&q), act_free(&att), act_free(&warm);
+        kv_free(&kv);
+    }
 done:
     ob_backend_free(bk[0]);
     ob_backend_free(bk[1]);

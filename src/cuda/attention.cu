@@ -31,6 +31,7 @@
  * staging ring. Table entries are range-checked on the host, so a bad table
  * is an error, never a stray device read.
  */
+#include <cuda_bf16.h>
 #include <math.h>
 
 #include "attention.cuh"
@@ -55,6 +56,9 @@ template <int KT> static __device__ __forceinline__ float kv_elem(const uint8_t 
     return (float)(int8_t)blk[2 + e % 32] * ob_h2f(*(const uint16_t *)blk);
 }
 
+/* A float rounded to bf16 (nearest even), as the bits act16_kernel writes. */
+static __device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
 typedef struct attn_args {
     const float *q;
     int64_t ldq;
@@ -74,6 +78,8 @@ typedef struct attn_args {
     float *part_ml;  /* [n][n_head][splits][2] */
     int8_t *qx;      /* not NULL: the output's q8 copy too (mmvq.cuh layout, rows of n_head * hd), */
     float *dx;       /* which the output projection then reads instead of rounding the output */
+    uint16_t *xb;    /* not NULL: the output's bf16 copy instead (rows of n_head * hd), for an output
+                      * projection on a kept bf16 copy of its weight (cuda_b16_wanted) */
 } attn_args;
 
 /* Positions start..end (inclusive; empty when start > end) of token tk that split sp covers:
@@ -344,6 +350,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
             a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * hd + d] = v;
             /* whole warps: G * hd and the warp's first i are multiples of 32 */
             if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * hd, tk.row, (int64_t)(hb + g) * hd + d, v);
+            if (a.xb) a.xb[(int64_t)tk.row * a.n_head * hd + (int64_t)(hb + g) * hd + d] = bf16_bits(v);
         } else {
             const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
             a.part_acc[part * hd + d] = o;
@@ -352,10 +359,170 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
     }
 }
 
+/* The tiled vector kernel (the default for decode; OB_CUDA_ATTN_VT=0 goes back to the one
+ * above): the same grid, shapes and merge, but each warp takes 32 consecutive positions at a
+ * time with a lane per position for the scores, so a (position, head) costs about a dozen
+ * instructions instead of a warp-wide sum and two exponentials each:
+ *
+ *   1. scores: lane j reads position j's K row in 8-element pieces and sums it against the
+ *      block's query heads (in shared memory, read as broadcasts);
+ *   2. softmax over the tile: one warp max and one warp sum a head for 32 positions;
+ *   3. output: lane i owns EPL elements of every head and walks the 32 positions' V rows (a
+ *      coalesced row a position), the probabilities read back from a per-warp shared row.
+ *
+ * Why (bench/RESULTS.md, CUDA session 10): at 64 sequences of an 8B model the per-position
+ * kernel spent 47 us a layer where its K/V reads take ~9 us at bandwidth: ~60 instructions a
+ * (position, head), so the attention was bound by instruction issue. Warps take whole tiles,
+ * so a short range leaves some idle; the grid's splits are cut as for the other kernels. */
+template <int KT, int EPL, int GT>
+__global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vt_kernel(attn_args a) {
+    ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
+    extern __shared__ float smem[];
+    constexpr int HD = OB_WARP * EPL;
+    const int t = blockIdx.x, hk = blockIdx.y / a.hsplit, sp = blockIdx.z;
+    const int G = a.n_head / a.n_head_kv / a.hsplit; /* this block's query heads */
+    const int hb = hk * (a.n_head / a.n_head_kv) + (blockIdx.y % a.hsplit) * G;
+    const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
+    const attn_tok tk = a.toks[t];
+    const int32_t *table = a.tables + tk.table_off;
+    int start, end;
+    split_range(a, tk, sp, start, end);
+    /* shared: the query heads [HD / 4][GT] float4 (element d of head g at [d / 4][g]), the
+     * warps' probabilities [warp][32][GT], then the merge area */
+    float4 *qs = (float4 *)smem;
+    float *pw = smem + GT * HD + warp * OB_WARP * GT;
+    for (int i = threadIdx.x; i < GT * HD; i += ATT_VEC_WARPS * OB_WARP) {
+        const int g = i / HD, d = i % HD;
+        ((float *)qs)[(d / 4) * 4 * GT + g * 4 + d % 4] =
+            g < G ? a.q[(int64_t)tk.row * a.ldq + (int64_t)(hb + g) * HD + d] : 0.0f;
+    }
+    float acc[GT][EPL], m[GT], l[GT], slope[GT];
+#pragma unroll
+    for (int g = 0; g < GT; g++) {
+        m[g] = -INFINITY, l[g] = 0.0f;
+        slope[g] = a.max_bias > 0.0f && g < G ? attn_alibi_slope(a.n_head, hb + g, a.max_bias) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) acc[g][i] = 0.0f;
+    }
+    __syncthreads();
+    const int k0 = hk * HD, e0 = hk * HD + lane * EPL;
+    for (int base = start + warp * OB_WARP; base <= end; base += OB_WARP * ATT_VEC_WARPS) {
+        const int p = base + lane;
+        const bool live = p <= end;
+        const size_t off =
+            live ? (size_t)(table[p / a.block_size] * a.block_size + p % a.block_size) * a.row_bytes : (size_t)0;
+        /* 1. this lane's position against every head */
+        float s[GT];
+#pragma unroll
+        for (int g = 0; g < GT; g++) s[g] = 0.0f;
+        if (live) {
+            const uint8_t *krow = a.kpool + off;
+#pragma unroll 4
+            for (int c = 0; c < HD / 8; c++) {
+                float k8[8];
+                kv_load<KT, 8>(krow, k0 + 8 * c, k8);
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int g = 0; g < GT; g++) {
+                        /* elements 8c + 4h .. + 3 of head g */
+                        const float4 q4 = qs[(2 * c + h) * GT + g];
+                        s[g] = fmaf(q4.x, k8[4 * h], s[g]);
+                        s[g] = fmaf(q4.y, k8[4 * h + 1], s[g]);
+                        s[g] = fmaf(q4.z, k8[4 * h + 2], s[g]);
+                        s[g] = fmaf(q4.w, k8[4 * h + 3], s[g]);
+                    }
+            }
+        }
+        /* 2. the tile's softmax step, a head at a time */
+        float pr[GT];
+#pragma unroll
+        for (int g = 0; g < GT; g++) {
+            float sc = s[g] * a.scale;
+            if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+            sc += slope[g] * (float)(p - tk.pos);
+            sc = live ? sc : -INFINITY;
+            const float mn = fmaxf(m[g], warp_max(sc)); /* finite: lane 0's position is live */
+            const float cr = expf(m[g] - mn);
+            pr[g] = live ? expf(sc - mn) : 0.0f;
+            l[g] = l[g] * cr + warp_sum(pr[g]);
+            m[g] = mn;
+#pragma unroll
+            for (int i = 0; i < EPL; i++) acc[g][i] *= cr;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int g = 0; g < GT; g++) pw[lane * GT + g] = pr[g];
+        __syncwarp();
+        /* 3. the 32 positions' V rows into this lane's elements */
+        const int cnt = min(OB_WARP, end - base + 1);
+        constexpr int U = 8;
+        int j = 0;
+        for (; j + U <= cnt; j += U) {
+            float vv[U][EPL];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                kv_load<KT, EPL>(a.vpool + (size_t)__shfl_sync(0xffffffffu, (unsigned long long)off, j + u), e0, vv[u]);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int g = 0; g < GT; g++) {
+                    const float pg = pw[(j + u) * GT + g];
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) acc[g][i] = fmaf(pg, vv[u][i], acc[g][i]);
+                }
+        }
+        for (; j < cnt; j++) {
+            float v0[EPL];
+            kv_load<KT, EPL>(a.vpool + (size_t)__shfl_sync(0xffffffffu, (unsigned long long)off, j), e0, v0);
+#pragma unroll
+            for (int g = 0; g < GT; g++) {
+                const float pg = pw[j * GT + g];
+#pragma unroll
+                for (int i = 0; i < EPL; i++) acc[g][i] = fmaf(pg, v0[i], acc[g][i]);
+            }
+        }
+    }
+
+    /* merge the warps, as the per-position kernel does */
+    float *sm = smem + GT * HD + ATT_VEC_WARPS * OB_WARP * GT, *sl = sm + ATT_VEC_WARPS * GT,
+          *sa = sl + ATT_VEC_WARPS * GT;
+#pragma unroll
+    for (int g = 0; g < GT; g++) {
+        if (lane == 0) sm[warp * GT + g] = m[g], sl[warp * GT + g] = l[g];
+#pragma unroll
+        for (int i = 0; i < EPL; i++) sa[(warp * GT + g) * HD + lane * EPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += ATT_VEC_WARPS * OB_WARP) {
+        const int g = i / HD, d = i % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < ATT_VEC_WARPS; w++) M = fmaxf(M, sm[w * GT + g]);
+        float L = 0.0f, o = 0.0f;
+        if (M != -INFINITY)
+            for (int w = 0; w < ATT_VEC_WARPS; w++) {
+                const float f = expf(sm[w * GT + g] - M); /* 0 for a warp that saw no position */
+                L += sl[w * GT + g] * f;
+                o += sa[(w * GT + g) * HD + d] * f;
+            }
+        if (!a.part_acc) {
+            const float v = L > 0.0f ? o / L : 0.0f;
+            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * HD + d] = v;
+            if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * HD, tk.row, (int64_t)(hb + g) * HD + d, v);
+            if (a.xb) a.xb[(int64_t)tk.row * a.n_head * HD + (int64_t)(hb + g) * HD + d] = bf16_bits(v);
+        } else {
+            const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
+            a.part_acc[part * HD + d] = o;
+            if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
+        }
+    }
+}
+
 /* One block per (token, head): merge the splits' partials. */
 __global__ void attention_combine_kernel(const float *__restrict__ part_acc, const float *__restrict__ part_ml,
                                          const attn_tok *__restrict__ toks, int splits, int n_head, int hd,
-                                         float *out, int64_t ldo, int8_t *__restrict__ qx, float *__restrict__ dx) {
+                                         float *out, int64_t ldo, int8_t *__restrict__ qx, float *__restrict__ dx,
+                                         uint16_t *__restrict__ xb) {
     ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
     const int t = blockIdx.x / n_head, h = blockIdx.x % n_head;
     const int64_t base = ((int64_t)t * n_head + h) * splits;
@@ -374,6 +541,7 @@ __global__ void attention_combine_kernel(const float *__restrict__ part_acc, con
         out[(int64_t)toks[t].row * ldo + (int64_t)h * hd + d] = o * inv;
         /* whole warps: hd and the block are multiples of 32 when qx is set */
         if (qx) q8_put_warp(qx, dx, (int64_t)n_head * hd, toks[t].row, (int64_t)h * hd + d, o * inv);
+        if (xb) xb[(int64_t)toks[t].row * n_head * hd + (int64_t)h * hd + d] = bf16_bits(o * inv);
     }
 }
 
@@ -548,6 +716,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     a.part_acc = a.part_ml = NULL;
     a.qx = NULL;
     a.dx = NULL;
+    a.xb = NULL;
     if (splits > 1 || c->invariant) {
         const size_t parts = (size_t)n_rest * (size_t)p->n_head * (size_t)splits;
         OB_TRY(cuda_scratch(c, &c->attn_scratch, &c->attn_scratch_bytes, parts * ((size_t)hd + 2) * sizeof(float)));
@@ -568,9 +737,17 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     /* a decode batch (every token here, none in the tensor-core tiles): the output's q8 copy
      * for the output projection is written by whichever kernel writes the output (the vector
      * kernel or the combine), so the product does not round it in a launch of its own */
-    if (c->attn_q8 && n_tiles == 0 && n <= c->mmv_max && hd % OB_WARP == 0 && (vec || a.part_acc) &&
+    /* ... or its bf16 copy, when the products of this batch size run on kept bf16 copies of the
+     * weights (cuda_b16_wanted), for the same reason: one conversion launch fewer a layer */
+    if (c->attn_q8 && n_tiles == 0 && hd % OB_WARP == 0 && (vec || a.part_acc) &&
         out->ne[0] == (int64_t)p->n_head * hd) {
-        OB_TRY(cuda_q8_target(c, n, out->ne[0], &a.qx, &a.dx));
+        if (cuda_b16_wanted(c, n)) {
+            void *xb;
+            OB_TRY(cuda_b16_target(c, n, out->ne[0], &xb));
+            a.xb = (uint16_t *)xb;
+        } else if (n <= c->mmv_max) {
+            OB_TRY(cuda_q8_target(c, n, out->ne[0], &a.qx, &a.dx));
+        }
     }
     if (vec) {
         /* few blocks (decode of one or a few sequences at short context: 4 KV heads make 4
@@ -586,10 +763,15 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         const int Gb = G / hs;
         const int GT = Gb <= 1 ? 1 : Gb <= 2 ? 2 : Gb <= 4 ? 4 : 8;
         const size_t vsmem = sizeof(float) * ((size_t)2 * ATT_VEC_WARPS * GT + (size_t)ATT_VEC_WARPS * GT * hd);
+        /* the tiled kernel's shared memory: query heads, probabilities, then the same merge area */
+        const size_t tsmem = vsmem + sizeof(float) * ((size_t)GT * hd + (size_t)ATT_VEC_WARPS * OB_WARP * GT);
 #define OB_VEC(KT, E, GTV) \
     if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) { \
         cuda_pdl_next(c); \
-        OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a)); \
+        if (c->attn_vt) \
+            OB_TRY(cuda_launch(c, attention_vt_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, tsmem, a)); \
+        else \
+            OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a)); \
     }
 #define OB_VEC_G(KT, E) OB_VEC(KT, E, 1) OB_VEC(KT, E, 2) OB_VEC(KT, E, 4) OB_VEC(KT, E, 8)
         OB_VEC_G(OB_TYPE_F16, 2) OB_VEC_G(OB_TYPE_F16, 4) OB_VEC_G(OB_TYPE_F16, 8)
@@ -614,9 +796,10 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
         const int threads = hd < 128 ? ((hd + 31) / 32) * 32 : 128;
         cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, attention_combine_kernel, (unsigned)(n_rest * p->n_head), threads, 0,
-            a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo, a.qx, a.dx));
+            a.part_acc, a.part_ml, a.toks, splits, p->n_head, hd, a.out, a.ldo, a.qx, a.dx, a.xb));
     }
     if (a.qx) cuda_q8_made(c, out->data, n, out->ne[0]);
+    if (a.xb) cuda_b16_made(c, out->data, n, out->ne[0], a.ldo);
     return 0;
 }
 

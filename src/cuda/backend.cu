@@ -790,6 +790,7 @@ static int backend_init(cuda_backend *c) {
     }
     c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
+    c->attn_vt = !(getenv("OB_CUDA_ATTN_VT") && atoi(getenv("OB_CUDA_ATTN_VT")) == 0);
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     {
         int dev_major = 0;

@@ -639,6 +639,86 @@ static double *bf16_product_ref(const wt *w, const wt *b, const act *x, int64_t 
     return ref;
 }
 
+/* Products on kept bf16 copies held back one op and joined in pairs (matmul.cu,
+ * cuda_gemm_settle): two products of one input and shape back to back run as one batched
+ * call. Each output against a float64 product of the bf16 roundings (float sums: NMSE ~1e-13;
+ * a wrong stride, order or pointer is O(1)): pairs in both output address orders, a pair
+ * with a download between (no join), a third product of another shape after a pair, the
+ * same output twice (the second wins), and a product held back at a download. */
+static void join_check(const char *what, const wt *w, const act *x, const float *got, int64_t nin, int64_t nout,
+                       int64_t n) {
+    double e = 0, r = 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < nout; o++) {
+            double sum = 0;
+            for (int64_t j = 0; j < nin; j++)
+                sum += (double)bf16_round(w->deq[o * nin + j]) * bf16_round(((const float *)x->c.data)[t * nin + j]);
+            const double d = got[t * nout + o] - sum;
+            e += d * d, r += sum * sum;
+        }
+    CHECK_MSG(e / r < 1e-9, "%s: NMSE %.3g against the bf16 product", what, e / r);
+}
+
+TEST(op_matmul_gemm_join) {
+    NEED_GPU();
+    ob_backend *g = GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_MMW=0");
+    if (!g) return;
+    const int64_t nin = 512, nout = 192, n3 = 320, n = 24;
+    wt wk, wv, wq;
+    wt_new(&wk, OB_TYPE_Q4_K, nin, nout, 1.0f);
+    wt_new(&wv, OB_TYPE_Q6_K, nin, nout, 1.0f);
+    wt_new(&wq, OB_TYPE_Q8_0, nin, n3, 1.0f);
+    ob_tensor k = wk.c, v = wv.c, q = wq.c;
+    CHECK_OK(g->ops->weight(g, &k, wk.q));
+    CHECK_OK(g->ops->weight(g, &v, wv.q));
+    CHECK_OK(g->ops->weight(g, &q, wq.q));
+    act x, big, o3;
+    act_rand(&x, nin, n, 1.0f);
+    act_new(&big, nout, 2 * n, NULL); /* two outputs, adjacent: [k | v] or [v | k] */
+    act_new(&o3, n3, n, NULL);
+    ob_tensor lo = big.g, hi = big.g;
+    lo.ne[1] = hi.ne[1] = n;
+    hi.data = (float *)big.g.data + nout * n;
+    const size_t ob = (size_t)(nout * n) * sizeof(float);
+    float *a = malloc(ob), *b = malloc(ob), *c3 = malloc((size_t)(n3 * n) * sizeof(float));
+    CHECK_OK(g_gpu->ops->sync(g_gpu));
+    /* the copies, made at each weight's first batch */
+    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &q, &x.g, NULL, &o3.g));
+    for (int order = 0; order < 2; order++) {
+        char what[96];
+        /* k then v, outputs in one order or the other, then a third product of another shape */
+        CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, order ? &hi : &lo));
+        CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, order ? &lo : &hi));
+        CHECK_OK(g->ops->matmul(g, &q, &x.g, NULL, &o3.g));
+        CHECK_OK(g->ops->download(g, a, order ? hi.data : lo.data, ob));
+        CHECK_OK(g->ops->download(g, b, order ? lo.data : hi.data, ob));
+        CHECK_OK(g->ops->download(g, c3, o3.g.data, (size_t)(n3 * n) * sizeof(float)));
+        snprintf(what, sizeof what, "pair (order %d): first", order);
+        join_check(what, &wk, &x, a, nin, nout, n);
+        snprintf(what, sizeof what, "pair (order %d): second", order);
+        join_check(what, &wv, &x, b, nin, nout, n);
+        join_check("the product after a pair", &wq, &x, c3, nin, n3, n);
+    }
+    /* a download between: no join */
+    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->download(g, a, lo.data, ob));
+    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &hi));
+    CHECK_OK(g->ops->download(g, b, hi.data, ob));
+    join_check("held back at a download", &wv, &x, a, nin, nout, n);
+    join_check("after a download", &wk, &x, b, nin, nout, n);
+    /* one output twice: the second product is what it holds */
+    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->download(g, a, lo.data, ob));
+    join_check("the same output twice", &wv, &x, a, nin, nout, n);
+    free(a), free(b), free(c3);
+    act_free(&x), act_free(&big), act_free(&o3);
+    wt_free(&wk), wt_free(&wv), wt_free(&wq);
+    ob_backend_free(g);
+}
+
 TEST(op_matmul_mmw) {
     NEED_GPU();
     ob_backend *dg = GPU_WITH("OB_CUDA_MMW=1"), *one = GPU_WITH("OB_CUDA_MMW=1", "OB_CUDA_MMW_BLOCKS=1");

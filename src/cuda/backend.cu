@@ -71,6 +71,9 @@ static int prof_collect(cuda_backend *c); /* OB_CUDA_PROF, below */
 int cuda_enter(cuda_backend *c) {
     c->n_ops++;
     OB_CU(cudaSetDevice(c->device));
+    /* a product held back for a partner runs before anything else can read its output or
+     * overwrite its input - unless this op is the product that may join it (cuda_op_matmul) */
+    if (c->gpend.on && !c->gpend_hold) OB_TRY(cuda_gemm_settle(c));
     return 0;
 }
 
@@ -595,7 +598,9 @@ static void prof_print(cuda_backend *c) {
 }
 
 static int cuda_set_batch_invariant(ob_backend *b, bool on) {
-    cuda_of(b)->invariant = on;
+    cuda_backend *c = cuda_of(b);
+    OB_TRY(cuda_enter(c)); /* settles a held-back product */
+    c->invariant = on;
     return 0;
 }
 
@@ -791,6 +796,7 @@ static int backend_init(cuda_backend *c) {
     c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
     c->attn_vt = !(getenv("OB_CUDA_ATTN_VT") && atoi(getenv("OB_CUDA_ATTN_VT")) == 0);
+    c->gemm_join = getenv("OB_CUDA_GEMM_JOIN") ? atoi(getenv("OB_CUDA_GEMM_JOIN")) : 64;
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     {
         int dev_major = 0;

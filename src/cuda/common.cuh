@@ -171,6 +171,18 @@ typedef struct cuda_mmvq_pend {
     int64_t nch;
 } cuda_mmvq_pend;
 
+/* A product on a kept bf16 copy held back one op (matmul.cu, cuda_gemm_settle): if the next
+ * op is a product of the same input and shape (k then v, gate then up), both run as one
+ * batched cuBLAS call. */
+typedef struct cuda_gemm_pend {
+    bool on;
+    const void *a, *x; /* the weight's bf16 copy, the input's bf16 rows (act16_scratch) */
+    const void *src;   /* the input's float rows they were made from */
+    float *out;
+    int64_t nout, nin, n, ldc, ldb;
+    unsigned long long op; /* the op that made it */
+} cuda_gemm_pend;
+
 typedef struct cuda_backend {
     ob_backend base;
     int device;
@@ -263,6 +275,9 @@ typedef struct cuda_backend {
      * pace), printed when the backend is freed. */
     bool stats;
     unsigned long long n_ops, n_drains;
+    cuda_gemm_pend gpend;       /* a product waiting for a partner */
+    int gemm_join;              /* largest batch whose products on kept copies join in pairs (OB_CUDA_GEMM_JOIN, default 64; 0: never) */
+    bool gpend_hold;            /* the op being entered may join the pending product */
     double wait_s;
     int mmv_max;                /* batches up to this go through the matrix-vector kernels */
     int mmvq_u, mmvq_r, mmvq_want; /* tuning of the integer kernel (mmvq.cu): chunks in flight, rows a warp, warps wanted per SM */

@@ -63,6 +63,8 @@ void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
  * norm or GLU output of n tokens should be written as bf16 instead of q8 (batches of bf16_min
  * tokens and up once copies are kept), where it goes (the act16 scratch, [n][nin]), and the
  * note that `src` (rows ld floats apart) has one there, made by the current op. */
+/* Run the product held back for a partner (cuda_gemm_pend), if any. */
+int cuda_gemm_settle(cuda_backend *c);
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);

@@ -1502,11 +1502,13 @@ static void check_attention_case(ob_type kvt, int n_head, int n_head_kv, int hd,
 TEST(op_kv_write_and_attention) {
     NEED_GPU();
     static const ob_type kvts[] = {OB_TYPE_F16, OB_TYPE_F32, OB_TYPE_Q8_0};
-    /* twice: the vector kernel's tiled form (the default: a lane a position for the scores)
-     * and its per-position form (OB_CUDA_ATTN_VT=0) */
-    ob_backend *const dflt = g_gpu, *per_pos = GPU_WITH("OB_CUDA_ATTN_VT=0");
-    for (int form = 0; form < 2 && (form == 0 || per_pos); form++) {
-        g_gpu = form == 0 ? dflt : per_pos;
+    /* three times: the default (the vector kernel's tiled form for long ranges, a lane a
+     * position for the scores; its per-position form for short ones), every range on the
+     * tiled form (OB_CUDA_ATTN_VT_MIN=0), none (OB_CUDA_ATTN_VT=0) */
+    ob_backend *const dflt = g_gpu, *tiled = GPU_WITH("OB_CUDA_ATTN_VT_MIN=0"), *per_pos = GPU_WITH("OB_CUDA_ATTN_VT=0");
+    for (int form = 0; form < 3; form++) {
+        g_gpu = form == 0 ? dflt : form == 1 ? tiled : per_pos;
+        if (!g_gpu) continue;
         for (int i = 0; i < 3; i++) {
             /* F16 and Q8_0 caches with head dimensions 64/128/256 and up to 8 query heads a KV
              * head take the vector kernel (attention.cu); the rest the shared-memory one */
@@ -1521,6 +1523,7 @@ TEST(op_kv_write_and_attention) {
         }
     }
     g_gpu = dflt;
+    ob_backend_free(tiled);
     ob_backend_free(per_pos);
 }
 

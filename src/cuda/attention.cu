@@ -734,6 +734,11 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
     /* the vector kernel: F16/Q8_0 cache, head dimension 64/128/256, up to 8 query heads per KV head */
     const int epl = hd / OB_WARP;
     const bool vec = c->attn_vec && kti != 0 && hd % OB_WARP == 0 && (epl == 2 || epl == 4 || epl == 8) && G <= 8;
+    /* its tiled form where a block's range is long enough to keep its warps busy: a warp takes
+     * 32 positions at a time, so a range of one tile (a single short sequence) leaves three
+     * warps idle, where the per-position form spreads it over all four (OB_CUDA_ATTN_VT_MIN) */
+    const int per_split = (splits > 0 ? (tiles + splits - 1) / splits : tiles) * ATT_TILE;
+    const bool vt = c->attn_vt && (split_tiles > 0 ? split_tiles * ATT_TILE : per_split) >= c->attn_vt_min;
     /* a decode batch (every token here, none in the tensor-core tiles): the output's q8 copy
      * for the output projection is written by whichever kernel writes the output (the vector
      * kernel or the combine), so the product does not round it in a launch of its own */
@@ -768,7 +773,7 @@ int cuda_op_attention(ob_backend *b, const ob_kv_store *kv, int il, const ob_ten
 #define OB_VEC(KT, E, GTV) \
     if (kti == (KT == OB_TYPE_F16 ? 1 : 2) && epl == E && GT == GTV) { \
         cuda_pdl_next(c); \
-        if (c->attn_vt) \
+        if (vt) \
             OB_TRY(cuda_launch(c, attention_vt_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, tsmem, a)); \
         else \
             OB_TRY(cuda_launch(c, attention_vec_kernel<KT, E, GTV>, grid, ATT_VEC_WARPS * OB_WARP, vsmem, a)); \

@@ -796,6 +796,7 @@ static int backend_init(cuda_backend *c) {
     c->invariant = getenv("OB_CUDA_INVARIANT") && atoi(getenv("OB_CUDA_INVARIANT")) > 0;
     c->attn_vec = !(getenv("OB_CUDA_ATTN_VEC") && atoi(getenv("OB_CUDA_ATTN_VEC")) == 0);
     c->attn_vt = !(getenv("OB_CUDA_ATTN_VT") && atoi(getenv("OB_CUDA_ATTN_VT")) == 0);
+    c->attn_vt_min = getenv("OB_CUDA_ATTN_VT_MIN") ? atoi(getenv("OB_CUDA_ATTN_VT_MIN")) : 64;
     c->gemm_join = getenv("OB_CUDA_GEMM_JOIN") ? atoi(getenv("OB_CUDA_GEMM_JOIN")) : 64;
     c->gemm16 = !(getenv("OB_CUDA_GEMM") && strcmp(getenv("OB_CUDA_GEMM"), "tf32") == 0);
     {

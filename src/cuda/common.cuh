@@ -306,6 +306,7 @@ typedef struct cuda_backend {
     size_t attn_smem_set[3];    /* dynamic shared memory granted to attention, per KV type */
     bool attn_vec;              /* the vector attention kernel where it applies (OB_CUDA_ATTN_VEC=0: off) */
     bool attn_vt;               /* its tiled form, a lane a position for the scores (OB_CUDA_ATTN_VT=0: the per-position one) */
+    int attn_vt_min;            /* ... for blocks whose range of positions is at least this long (OB_CUDA_ATTN_VT_MIN) */
     bool attn_mma;              /* prompt runs on tensor cores (attention_mma.cu; sm_80+; OB_CUDA_ATTN_MMA=0: off) */
 
     /* CUDA graphs (OB_CUDA_GRAPHS=0: off). A forward pass of a small batch

@@ -638,7 +638,7 @@ static void check_gguf(const ref_case *c, const fixture *fx, const char *path, o
 /* ---- running the engine ---- */
 
 typedef struct run_out {
-    float *logits;        /* [N_PROMPT][n_vocab] */
+    float *logits;        /* [N_PROMPT + N_GEN][n_vocab]: the prompt's, then each greedy step's */
     int32_t gen[N_GEN];
     float gen_margin[N_GEN]; /* top-1 minus top-2 of the logits each token was chosen from */
 } run_out;
@@ -667,7 +667,7 @@ static bool run_engine(const char *path, const fixture *fx, run_out *o) {
     CHECK_OK(ob_context_create(m, &cp, &ctx));
     bool ok = ctx != NULL;
     int V = fx->n_vocab;
-    o->logits = malloc((size_t)N_PROMPT * (size_t)V * sizeof(float));
+    o->logits = malloc((size_t)(N_PROMPT + N_GEN) * (size_t)V * sizeof(float));
     int32_t pos[N_PROMPT], seq[N_PROMPT];
     int8_t want[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) pos[i] = i, seq[i] = 0, want[i] = 1;
@@ -684,6 +684,7 @@ static bool run_engine(const char *path, const fixture *fx, run_out *o) {
     /* greedy, one token at a time through the KV cache */
     const float *last = ok ? o->logits + (size_t)(N_PROMPT - 1) * V : NULL;
     for (int s = 0; s < N_GEN && ok; s++) {
+        memcpy(o->logits + (size_t)(N_PROMPT + s) * V, last, (size_t)V * sizeof(float));
         o->gen[s] = argmax(last, V, &o->gen_margin[s]);
         if (s == N_GEN - 1) break;
         int32_t p = N_PROMPT + s, sq = 0;
@@ -747,12 +748,30 @@ static void compare(const ref_case *c, const fixture *fx, ob_type type, const ru
               flips, MOE_MAX_FLIPS);
     CHECK_MSG(top_ok >= tol.min_top1 - flips, "%s %s: top-1 agrees at %d of %d positions (want %d)", c->name, tn,
               top_ok, N_PROMPT - flips, tol.min_top1 - flips);
-    /* Greedy: identical for F32. For quantized weights identical until a step
-     * where the F32 run's own margin is within twice the error measured on the
-     * prompt: from such a near-tie on, the continuations may part. */
+    /* Greedy: identical for F32. For rounded weights identical until a near-tie: a step
+     * where the F32 run's own margin is within twice the error measured on the prompt, or
+     * - the two runs having read the same tokens up to there - one where this run's logits
+     * are within the prompt's relative bound of the F32 run's at that very step and the
+     * margin within twice their largest difference (the error a generated position
+     * carries can exceed the prompt's), or for a mixture of experts a step whose logits are
+     * beyond that bound - a routing flip, as on the prompt (deepseek_v3 BF16 on an AVX2 machine
+     * parted at step 13, relative error 0.67 there against 0.02 on the prompt). From such a
+     * step on, the continuations may part. */
     int same = 0;
     while (same < N_GEN && o->gen[same] == fx->greedy[same]) same++;
     bool tie = same < N_GEN && type != OB_TYPE_F32 && f32 && f32->gen_margin[same] < 2 * worst_abs;
+    double step_rel = 0, step_abs = 0;
+    if (same < N_GEN && type != OB_TYPE_F32 && f32 && f32->gen[same] == fx->greedy[same]) {
+        const float *a = o->logits + (size_t)(N_PROMPT + same) * V, *r = f32->logits + (size_t)(N_PROMPT + same) * V;
+        bool same_ctx = true; /* both ran the reference's tokens up to this step */
+        for (int s = 0; s < same; s++) same_ctx = same_ctx && f32->gen[s] == fx->greedy[s];
+        step_rel = row_rel_err(a, r, V);
+        for (int i = 0; i < V; i++) step_abs = fmax(step_abs, fabs((double)a[i] - r[i]));
+        if (same_ctx && step_rel < tol.max && f32->gen_margin[same] < 2 * step_abs) tie = true;
+        /* a mixture of experts: a routing flip at that step (the discrete switch the prompt's
+         * positions may show too, MOE_MAX_FLIPS; F32, which allows none, is held to every step) */
+        if (same_ctx && moe && step_rel >= tol.max) tie = true;
+    }
     CHECK_MSG(same == N_GEN || tie, "%s %s: greedy differs from step %d (%d vs %d)", c->name, tn, same,
               same < N_GEN ? o->gen[same] : -1, same < N_GEN ? fx->greedy[same] : -1);
     if (getenv("OB_TEST_VERBOSE")) {
@@ -761,8 +780,10 @@ static void compare(const ref_case *c, const fixture *fx, ob_type type, const ru
         if (flips)
             fprintf(stderr, "    routing flips: %d positions (worst relative error there %.3g)\n", flips, worst_flip);
         if (same < N_GEN && f32)
-            fprintf(stderr, "    parted at step %d: F32 margin there %.4g < 2 x max abs error %.4g\n", same,
-                    f32->gen_margin[same], 2 * worst_abs);
+            fprintf(stderr,
+                    "    parted at step %d: F32 margin there %.4g; 2 x max abs error on the prompt %.4g, at the step "
+                    "%.4g (relative %.3g, bound %.2g)\n",
+                    same, f32->gen_margin[same], 2 * worst_abs, 2 * step_abs, step_rel, tol.max);
     }
 }
 

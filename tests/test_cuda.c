@@ -642,9 +642,8 @@ static double *bf16_product_ref(const wt *w, const wt *b, const act *x, int64_t 
 /* Products on kept bf16 copies held back one op and joined in pairs (matmul.cu,
  * cuda_gemm_settle): two products of one input and shape back to back run as one batched
  * call. Each output against a float64 product of the bf16 roundings (float sums: NMSE ~1e-13;
- * a wrong stride, order or pointer is O(1)): pairs in both output address orders, a pair
- * with a download between (no join), a third product of another shape after a pair, the
- * same output twice (the second wins), and a product held back at a download. */
+ * a wrong stride, order or pointer is O(1)); every output poisoned with NaN before, so a
+ * product that did not run (or ran on a stale input) fails. */
 static void join_check(const char *what, const wt *w, const act *x, const float *got, int64_t nin, int64_t nout,
                        int64_t n) {
     double e = 0, r = 0;
@@ -672,49 +671,61 @@ TEST(op_matmul_gemm_join) {
     CHECK_OK(g->ops->weight(g, &k, wk.q));
     CHECK_OK(g->ops->weight(g, &v, wv.q));
     CHECK_OK(g->ops->weight(g, &q, wq.q));
-    act x, big, o3;
-    act_rand(&x, nin, n, 1.0f);
-    act_new(&big, nout, 2 * n, NULL); /* two outputs, adjacent: [k | v] or [v | k] */
+    act xs[2], big, o3;
+    act_rand(&xs[0], nin, n, 1.0f);
+    act_rand(&xs[1], nin, n, 1.0f);
+    act_new(&big, nout, 2 * n, NULL); /* two outputs, adjacent: lo then hi */
     act_new(&o3, n3, n, NULL);
     ob_tensor lo = big.g, hi = big.g;
     lo.ne[1] = hi.ne[1] = n;
     hi.data = (float *)big.g.data + nout * n;
-    const size_t ob = (size_t)(nout * n) * sizeof(float);
-    float *a = malloc(ob), *b = malloc(ob), *c3 = malloc((size_t)(n3 * n) * sizeof(float));
+    const size_t ob = (size_t)(nout * n) * sizeof(float), ob3 = (size_t)(n3 * n) * sizeof(float);
+    float *a = malloc(ob), *b = malloc(ob), *c3 = malloc(ob3);
+    float *nan2 = malloc(2 * ob), *nan3 = malloc(ob3);
+    for (size_t i = 0; i < 2 * ob / sizeof(float); i++) nan2[i] = NAN;
+    for (size_t i = 0; i < ob3 / sizeof(float); i++) nan3[i] = NAN;
     CHECK_OK(g_gpu->ops->sync(g_gpu));
     /* the copies, made at each weight's first batch */
-    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &lo));
-    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
-    CHECK_OK(g->ops->matmul(g, &q, &x.g, NULL, &o3.g));
-    for (int order = 0; order < 2; order++) {
+    CHECK_OK(g->ops->matmul(g, &k, &xs[0].g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &v, &xs[0].g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &q, &xs[0].g, NULL, &o3.g));
+    /* pairs: (first, its output) x (second, its output) - k then v and v then k, into lo/hi
+     * and hi/lo: whichever way the copies lie in memory, two of the four join (one with the
+     * pair swapped into address order) and two run one by one; the input alternates, so a
+     * stale bf16 input would show; a third product of another shape follows */
+    for (int cs = 0; cs < 4; cs++) {
+        const act *x = &xs[cs % 2];
+        const bool kfirst = cs < 2, lofirst = cs % 2 == 0;
+        ob_tensor *o1 = lofirst ? &lo : &hi, *o2 = lofirst ? &hi : &lo;
+        CHECK_OK(g->ops->upload(g, big.g.data, nan2, 2 * ob));
+        CHECK_OK(g->ops->upload(g, o3.g.data, nan3, ob3));
+        CHECK_OK(g->ops->matmul(g, kfirst ? &k : &v, &x->g, NULL, o1));
+        CHECK_OK(g->ops->matmul(g, kfirst ? &v : &k, &x->g, NULL, o2));
+        CHECK_OK(g->ops->matmul(g, &q, &x->g, NULL, &o3.g));
+        CHECK_OK(g->ops->download(g, a, o1->data, ob));
+        CHECK_OK(g->ops->download(g, b, o2->data, ob));
+        CHECK_OK(g->ops->download(g, c3, o3.g.data, ob3));
         char what[96];
-        /* k then v, outputs in one order or the other, then a third product of another shape */
-        CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, order ? &hi : &lo));
-        CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, order ? &lo : &hi));
-        CHECK_OK(g->ops->matmul(g, &q, &x.g, NULL, &o3.g));
-        CHECK_OK(g->ops->download(g, a, order ? hi.data : lo.data, ob));
-        CHECK_OK(g->ops->download(g, b, order ? lo.data : hi.data, ob));
-        CHECK_OK(g->ops->download(g, c3, o3.g.data, (size_t)(n3 * n) * sizeof(float)));
-        snprintf(what, sizeof what, "pair (order %d): first", order);
-        join_check(what, &wk, &x, a, nin, nout, n);
-        snprintf(what, sizeof what, "pair (order %d): second", order);
-        join_check(what, &wv, &x, b, nin, nout, n);
-        join_check("the product after a pair", &wq, &x, c3, nin, n3, n);
+        snprintf(what, sizeof what, "pair %d: first", cs);
+        join_check(what, kfirst ? &wk : &wv, x, a, nin, nout, n);
+        snprintf(what, sizeof what, "pair %d: second", cs);
+        join_check(what, kfirst ? &wv : &wk, x, b, nin, nout, n);
+        snprintf(what, sizeof what, "pair %d: the product after it", cs);
+        join_check(what, &wq, x, c3, nin, n3, n);
     }
-    /* a download between: no join */
-    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
+    /* held back, then a download of its output: it must have run */
+    CHECK_OK(g->ops->upload(g, big.g.data, nan2, 2 * ob));
+    CHECK_OK(g->ops->matmul(g, &v, &xs[1].g, NULL, &lo));
     CHECK_OK(g->ops->download(g, a, lo.data, ob));
-    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &hi));
-    CHECK_OK(g->ops->download(g, b, hi.data, ob));
-    join_check("held back at a download", &wv, &x, a, nin, nout, n);
-    join_check("after a download", &wk, &x, b, nin, nout, n);
+    join_check("held back at a download", &wv, &xs[1], a, nin, nout, n);
     /* one output twice: the second product is what it holds */
-    CHECK_OK(g->ops->matmul(g, &k, &x.g, NULL, &lo));
-    CHECK_OK(g->ops->matmul(g, &v, &x.g, NULL, &lo));
+    CHECK_OK(g->ops->upload(g, big.g.data, nan2, 2 * ob));
+    CHECK_OK(g->ops->matmul(g, &k, &xs[0].g, NULL, &lo));
+    CHECK_OK(g->ops->matmul(g, &v, &xs[0].g, NULL, &lo));
     CHECK_OK(g->ops->download(g, a, lo.data, ob));
-    join_check("the same output twice", &wv, &x, a, nin, nout, n);
-    free(a), free(b), free(c3);
-    act_free(&x), act_free(&big), act_free(&o3);
+    join_check("the same output twice", &wv, &xs[0], a, nin, nout, n);
+    free(a), free(b), free(c3), free(nan2), free(nan3);
+    act_free(&xs[0]), act_free(&xs[1]), act_free(&big), act_free(&o3);
     wt_free(&wk), wt_free(&wv), wt_free(&wq);
     ob_backend_free(g);
 }
@@ -1682,16 +1693,23 @@ done:
 /* Decode attention writes its output's bf16 copy when the batch's products run on kept bf16
  * copies (n >= OB_CUDA_BF16_MIN, a copy kept): the output projection right after reads it
  * instead of converting the output in a launch of its own. 24 decode tokens of three
- * sequences (positions far apart, so no tensor-core prompt tiles; D's long ranges split over
- * blocks, so the combine writes the copy for those), head dimensions 64 and 128: the
- * projection must equal, bit for bit, the one of a backend with the output copies off
- * (OB_CUDA_ATTN_Q8=0), which converts the same floats itself; the attention against the CPU. */
+ * sequences (positions far apart, so no tensor-core prompt tiles): 8 query heads on 2 KV
+ * heads, head dimensions 64 and 128 (48 (token, KV head) pairs: every range split over blocks,
+ * the combine writes the copy), and 16 on 16 (384 pairs: no split, the attention kernel
+ * writes it); the tiled vector kernel (default) and the per-position one (OB_CUDA_ATTN_VT=0).
+ * The projection must equal, bit for bit, the one of a backend with the output copies off
+ * (OB_CUDA_ATTN_Q8=0) and the same kernel, which converts the same floats itself; the
+ * attention against the CPU. */
 TEST(op_attention_b16_copy) {
     NEED_GPU();
-    ob_backend *bk[2] = {GPU_WITH("OB_CUDA_BF16_CACHE=1"), GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_ATTN_Q8=0")};
-    if (!bk[0] || !bk[1]) goto done;
-    for (int hd = 64; hd <= 128; hd *= 2) {
-        const int nq = 8, nk = 2, n = 24;
+    ob_backend *bk[4] = {GPU_WITH("OB_CUDA_BF16_CACHE=1"), GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_ATTN_Q8=0"),
+                         GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_ATTN_VT=0"),
+                         GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_ATTN_VT=0", "OB_CUDA_ATTN_Q8=0")};
+    static const int shapes[3][3] = {{8, 2, 64}, {8, 2, 128}, {16, 16, 64}};
+    for (int i = 0; i < 4; i++)
+        if (!bk[i]) goto done;
+    for (int sh = 0; sh < 3; sh++) {
+        const int nq = shapes[sh][0], nk = shapes[sh][1], hd = shapes[sh][2], n = 24;
         const int64_t qd = (int64_t)nq * hd, kv_dim = (int64_t)nk * hd;
         make_tables();
         kvpair kv;
@@ -1705,6 +1723,7 @@ TEST(op_attention_b16_copy) {
             act_rand(&v0, kv_dim, ns, 1.0f);
             CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv.g, 0, &k0.g, &v0.g, all));
             CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &k0.c, &v0.c, all));
+            CHECK_OK(g_gpu->ops->sync(g_gpu)); /* the other backends' streams read what this one wrote */
             act_free(&k0);
             act_free(&v0);
             free(all);
@@ -1722,38 +1741,40 @@ TEST(op_attention_b16_copy) {
         act_new(&att, qd, n, NULL);
         wt wo;
         wt_new(&wo, OB_TYPE_Q4_K, qd, 256, 1.0f);
-        float *got[2];
+        CHECK_OK(g_cpu->ops->attention(g_cpu, &kv.c, 0, &q.c, toks, &ap, &att.c));
+        float *got[4];
         const size_t ob = (size_t)(256 * n) * sizeof(float);
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < 4; b++) {
             ob_backend *g = bk[b];
             ob_tensor w = wo.c;
             CHECK_OK(g->ops->weight(g, &w, wo.q));
             act o;
             act_new(&o, 256, n, NULL);
+            act_poison(&att);
+            CHECK_OK(g_gpu->ops->sync(g_gpu)); /* the poison and o's zero fill are on g_gpu's stream */
             CHECK_OK(g->ops->matmul(g, &w, &warm.g, NULL, &o.g)); /* makes the weight's bf16 copy */
             CHECK_OK(g->ops->attention(g, &kv.g, 0, &q.g, toks, &ap, &att.g));
             CHECK_OK(g->ops->matmul(g, &w, &att.g, NULL, &o.g));
             got[b] = malloc(ob);
             CHECK_OK(g->ops->download(g, got[b], o.g.data, ob));
-            if (b == 0) {
-                float *ga = act_get(&att);
-                CHECK_OK(g_cpu->ops->attention(g_cpu, &kv.c, 0, &q.c, toks, &ap, &att.c));
-                const double e = nmse(ga, att.c.data, (size_t)(qd * n));
-                CHECK_MSG(e < 1e-9, "hd %d: attention (writing its bf16 copy) vs CPU: NMSE %.3g", hd, e);
-                free(ga);
-            }
+            float *ga = malloc((size_t)(qd * n) * sizeof(float));
+            CHECK_OK(g->ops->download(g, ga, att.g.data, (size_t)(qd * n) * sizeof(float)));
+            const double e = nmse(ga, att.c.data, (size_t)(qd * n));
+            CHECK_MSG(e < 1e-9, "heads %d/%d hd %d, backend %d: attention vs CPU: NMSE %.3g", nq, nk, hd, b, e);
+            free(ga);
             act_free(&o);
         }
-        CHECK_MSG(memcmp(got[0], got[1], ob) == 0,
-                  "hd %d: the projection on the attention's bf16 copy differs from the one converting itself", hd);
-        free(got[0]), free(got[1]);
+        for (int b = 0; b < 4; b += 2)
+            CHECK_MSG(memcmp(got[b], got[b + 1], ob) == 0,
+                      "heads %d/%d hd %d, %s kernel: the projection on the attention's bf16 copy differs from the "
+                      "one converting itself", nq, nk, hd, b == 0 ? "tiled" : "per-position");
+        for (int b = 0; b < 4; b++) free(got[b]);
         wt_free(&wo);
         act_free(&q), act_free(&att), act_free(&warm);
         kv_free(&kv);
     }
 done:
-    ob_backend_free(bk[0]);
-    ob_backend_free(bk[1]);
+    for (int i = 0; i < 4; i++) ob_backend_free(bk[i]);
 }
 
 /* Prompt runs on the tensor-core kernel: long runs cut into 64-row tiles (D: 300 positions from

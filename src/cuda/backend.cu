@@ -457,7 +457,10 @@ static int cuda_alloc(ob_backend *b, size_t n, void **out) {
 static void cuda_release(ob_backend *b, void *p) {
     cuda_backend *c = cuda_of(b);
     if (!p) return;
-    if (cuda_enter(c) < 0 || cuda_drain(c) < 0 || cudaFree(p) != cudaSuccess) log_msg(1, "CUDA: release failed");
+    /* a held-back product's failure (cuda_enter settles it) is its own error: the memory is
+     * released all the same */
+    if (cuda_enter(c) < 0) log_msg(1, "CUDA: a held-back product failed before a release");
+    if (cuda_drain(c) < 0 || cudaFree(p) != cudaSuccess) log_msg(1, "CUDA: release failed");
 }
 
 static int cuda_upload(ob_backend *b, void *dst, const void *src, size_t n) {
@@ -607,6 +610,7 @@ static int cuda_set_batch_invariant(ob_backend *b, bool on) {
 static void cuda_free_backend(ob_backend *b) {
     cuda_backend *c = cuda_of(b);
     if (!c) return;
+    /* a product still held back (cuda_gemm_pend) is dropped: nothing can read its output now */
     if (c->prof) prof_print(c);
     free(c->prof_tab);
     free(c->prof_pend);

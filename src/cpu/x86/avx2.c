@@ -674,6 +674,58 @@ DEF_DOT(f32)
 DEF_DOT(f16)
 DEF_DOT(bf16)
 
+/* Packed F16 and BF16 panels (prefill and decode of 16-bit weights whose row count is a
+ * multiple of 16): 16 rows a panel, one element of each row per k ([n][16] halves, avx512.c's
+ * F16 layout; BF16 the same, widened by a shift), and an outer product with broadcast
+ * activations: per k two 8-row vectors of weights times up to 4 tokens, 8 FMAs for 2 weight
+ * loads and 4 broadcasts. The `dot` above does 8 FMAs for 10 loads (each token's 16 floats
+ * loaded per weight row), so it is bound by loads: F16 pp512 of Qwen3-0.6B ran at half of
+ * llama.cpp's on an AVX2-only machine (bench/RESULTS.md, session 10). One accumulator per
+ * token and 8 rows, keys added in k order: a token's sums do not depend on nt (batch
+ * invariance); the decode (nt = 1) keeps two independent FMA chains, enough for its stream. */
+static void pack_h16(const void *rows, size_t rb, int64_t n, void *panel) {
+    uint16_t *dst = panel;
+    for (int r = 0; r < OB_PANEL; r++) {
+        const uint16_t *x = (const uint16_t *)(const void *)((const char *)rows + (size_t)r * rb);
+        for (int64_t k = 0; k < n; k++) dst[(size_t)k * OB_PANEL + (size_t)r] = x[k];
+    }
+}
+static size_t bytes_h16(int64_t n) { return (size_t)n * OB_PANEL * 2; }
+
+INLINE void gemm_h16_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
+                          float *out, size_t os) {
+    const uint16_t *p = panel;
+    const float *a[4];
+    for (int t = 0; t < NT; t++) a[t] = (const float *)(const void *)(act + (size_t)t * as);
+    __m256 lo[4], hi[4];
+    for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k++) {
+        const __m256 wl = load_w8(kind, p, k * OB_PANEL), wh = load_w8(kind, p, k * OB_PANEL + 8);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const __m256 x = _mm256_broadcast_ss(a[t] + k);
+            lo[t] = _mm256_fmadd_ps(wl, x, lo[t]);
+            hi[t] = _mm256_fmadd_ps(wh, x, hi[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        _mm256_storeu_ps(out + (size_t)t * os, lo[t]);
+        _mm256_storeu_ps(out + (size_t)t * os + 8, hi[t]);
+    }
+}
+INLINE void pbody_f16(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    gemm_h16_body(FW_F16, NT, n, p, a, as, o, os);
+}
+INLINE void pbody_bf16(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    gemm_h16_body(FW_BF16, NT, n, p, a, as, o, os);
+}
+static void gemm_f16_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_f16, n, p, act, as, nt, out, os);
+}
+static void gemm_bf16_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_bf16, n, p, act, as, nt, out, os);
+}
+
 /* ======================================================================
  * Vectors, activation quantizers
  * ====================================================================== */
@@ -1129,4 +1181,13 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
 #undef SET
     k->mm[OB_TYPE_Q4_0].a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].dot_a4 = dot_q4_0_a4_avx2;
+    /* 16-bit weights repacked into panels (above); the integer types stay native here */
+    k->mm[OB_TYPE_F16].packed_act = OB_ACT_F32;
+    k->mm[OB_TYPE_F16].panel_bytes = bytes_h16;
+    k->mm[OB_TYPE_F16].pack = pack_h16;
+    k->mm[OB_TYPE_F16].gemm = gemm_f16_avx2;
+    k->mm[OB_TYPE_BF16].packed_act = OB_ACT_F32;
+    k->mm[OB_TYPE_BF16].panel_bytes = bytes_h16;
+    k->mm[OB_TYPE_BF16].pack = pack_h16;
+    k->mm[OB_TYPE_BF16].gemm = gemm_bf16_avx2;
 }

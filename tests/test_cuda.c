@@ -172,7 +172,7 @@ static void act_new(act *a, int64_t d, int64_t n, const float *init) {
 }
 
 static void act_rand(act *a, int64_t d, int64_t n, float scale) {
-    float *x = malloc((size_t)(d * n) * sizeof(float));
+    float *x = calloc((size_t)(d * n) + 1, sizeof(float)); /* zeroed: gcc cannot see that fill covers it */
     fill(x, (size_t)(d * n), scale);
     act_new(a, d, n, x);
     free(x);
@@ -1438,6 +1438,22 @@ static void make_tables(void) {
     }
 }
 
+/* Every slot of both pools set to the same random K and V rows (through each backend's
+ * kv_write, so the GPU's F16/Q8_0 bytes are the CPU's). */
+static void kv_fill_random(kvpair *kv, int64_t kv_dim) {
+    const int64_t ns = (int64_t)KV_BLOCKS * KV_BS; /* kv_new(kv, ..., KV_BS, KV_BLOCKS) */
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)ns);
+    for (int64_t i = 0; i < ns; i++) all[i] = (int32_t)i;
+    act k0, v0;
+    act_rand(&k0, kv_dim, ns, 1.0f);
+    act_rand(&v0, kv_dim, ns, 1.0f);
+    CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv->g, 0, &k0.g, &v0.g, all));
+    CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv->c, 0, &k0.c, &v0.c, all));
+    act_free(&k0);
+    act_free(&v0);
+    free(all);
+}
+
 /* Runs of 16+ consecutive positions of a sequence over an F16 cache with head dimension 64 or
  * 128 go through the tensor-core kernel (attention_mma.cu) unless OB_CUDA_ATTN_MMA=0. It rounds
  * q (times the scale) and the softmax weights to f16, 11 significant bits: a relative error
@@ -1582,19 +1598,7 @@ static void decode_fusion_case(ob_backend *bk[2], ob_type kvt, int hd, int n, in
     /* the rest of the cache: random rows written once, the same for both backends */
     kvpair kv;
     kv_new(&kv, kvt, kv_dim, KV_BS, KV_BLOCKS);
-    {
-        const int64_t ns = (int64_t)KV_BLOCKS * KV_BS;
-        int32_t *all = malloc(sizeof(int32_t) * (size_t)ns);
-        for (int64_t i = 0; i < ns; i++) all[i] = (int32_t)i;
-        act k0, v0;
-        act_rand(&k0, kv_dim, ns, 1.0f);
-        act_rand(&v0, kv_dim, ns, 1.0f);
-        CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv.g, 0, &k0.g, &v0.g, all));
-        CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &k0.c, &v0.c, all));
-        act_free(&k0);
-        act_free(&v0);
-        free(all);
-    }
+    kv_fill_random(&kv, kv_dim);
     const size_t pool = (size_t)kv.g.n_slots * kv.g.row_bytes;
     uint8_t *saved_k = malloc(pool), *saved_v = malloc(pool), *got_k[2], *got_v[2];
     CHECK_OK(g_gpu->ops->download(g_gpu, saved_k, kv.gk, pool));
@@ -1714,20 +1718,8 @@ TEST(op_attention_b16_copy) {
         make_tables();
         kvpair kv;
         kv_new(&kv, OB_TYPE_F16, kv_dim, KV_BS, KV_BLOCKS);
-        {
-            const int64_t ns = (int64_t)KV_BLOCKS * KV_BS;
-            int32_t *all = malloc(sizeof(int32_t) * (size_t)ns);
-            for (int64_t i = 0; i < ns; i++) all[i] = (int32_t)i;
-            act k0, v0;
-            act_rand(&k0, kv_dim, ns, 1.0f);
-            act_rand(&v0, kv_dim, ns, 1.0f);
-            CHECK_OK(g_gpu->ops->kv_write(g_gpu, &kv.g, 0, &k0.g, &v0.g, all));
-            CHECK_OK(g_cpu->ops->kv_write(g_cpu, &kv.c, 0, &k0.c, &v0.c, all));
-            CHECK_OK(g_gpu->ops->sync(g_gpu)); /* the other backends' streams read what this one wrote */
-            act_free(&k0);
-            act_free(&v0);
-            free(all);
-        }
+        kv_fill_random(&kv, kv_dim);
+        CHECK_OK(g_gpu->ops->sync(g_gpu)); /* the other backends' streams read what g_gpu wrote */
         ob_attn_token toks[24];
         static const int seqs[3] = {0, 1, 3};
         for (int i = 0; i < n; i++) {

@@ -240,6 +240,49 @@ template <int KT, int EPL> static __device__ __forceinline__ void kv_load(const 
     }
 }
 
+#define ATT_VEC_WARPS 4 /* warps of a vector-kernel block */
+
+/* The end of both forms of the vector kernel: the 4 warps' (m, l, acc) merged through shared
+ * memory at sm ([warp][g] m, then l, then [warp][g][hd] acc), then the token's output with its
+ * q8 or bf16 copy, or the split's partial. */
+template <int EPL, int GT>
+static __device__ __forceinline__ void vec_merge(const attn_args &a, const attn_tok &tk, int t, int sp, int G, int hb,
+                                                 int warp, int lane, const float (&m)[GT], const float (&l)[GT],
+                                                 const float (&acc)[GT][EPL], float *sm) {
+    constexpr int HD = OB_WARP * EPL;
+    float *sl = sm + ATT_VEC_WARPS * GT, *sa = sl + ATT_VEC_WARPS * GT;
+#pragma unroll
+    for (int g = 0; g < GT; g++) {
+        if (lane == 0) sm[warp * GT + g] = m[g], sl[warp * GT + g] = l[g];
+#pragma unroll
+        for (int i = 0; i < EPL; i++) sa[(warp * GT + g) * HD + lane * EPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += ATT_VEC_WARPS * OB_WARP) {
+        const int g = i / HD, d = i % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < ATT_VEC_WARPS; w++) M = fmaxf(M, sm[w * GT + g]);
+        float L = 0.0f, o = 0.0f;
+        if (M != -INFINITY)
+            for (int w = 0; w < ATT_VEC_WARPS; w++) {
+                const float f = expf(sm[w * GT + g] - M); /* 0 for a warp that saw no position */
+                L += sl[w * GT + g] * f;
+                o += sa[(w * GT + g) * HD + d] * f;
+            }
+        if (!a.part_acc) {
+            const float v = L > 0.0f ? o / L : 0.0f;
+            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * HD + d] = v;
+            /* whole warps: G * hd and the warp's first i are multiples of 32 */
+            if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * HD, tk.row, (int64_t)(hb + g) * HD + d, v);
+            if (a.xb) a.xb[(int64_t)tk.row * a.n_head * HD + (int64_t)(hb + g) * HD + d] = bf16_bits(v);
+        } else {
+            const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
+            a.part_acc[part * HD + d] = o;
+            if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
+        }
+    }
+}
+
 /* The vector kernel (head dimension 32 * EPL, at most GT query heads per KV
  * head, F16 or Q8_0 cache): a block per (token, KV head, split) as
  * attention_kernel, but each of its 4 warps walks every 4th position of the
@@ -250,7 +293,6 @@ template <int KT, int EPL> static __device__ __forceinline__ void kv_load(const 
  * registers - no shared memory and no barrier until the four warps merge
  * their (m, l, acc) at the end. Two positions are loaded before either is
  * used, for loads in flight. */
-#define ATT_VEC_WARPS 4
 template <int KT, int EPL, int GT>
 __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(attn_args a) {
     ob_pdl_wait(); /* launched early in a graph (pdl_next): nothing is read or written before */
@@ -325,38 +367,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vec_kernel(
         }
     }
 
-    /* merge the warps: smem [warp][g] m and l, then [warp][g][hd] acc */
-    float *sm = smem, *sl = sm + ATT_VEC_WARPS * GT, *sa = sl + ATT_VEC_WARPS * GT;
-#pragma unroll
-    for (int g = 0; g < GT; g++) {
-        if (lane == 0) sm[warp * GT + g] = m[g], sl[warp * GT + g] = l[g];
-#pragma unroll
-        for (int i = 0; i < EPL; i++) sa[(warp * GT + g) * hd + lane * EPL + i] = acc[g][i];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * hd; i += ATT_VEC_WARPS * OB_WARP) {
-        const int g = i / hd, d = i % hd;
-        float M = -INFINITY;
-        for (int w = 0; w < ATT_VEC_WARPS; w++) M = fmaxf(M, sm[w * GT + g]);
-        float L = 0.0f, o = 0.0f;
-        if (M != -INFINITY)
-            for (int w = 0; w < ATT_VEC_WARPS; w++) {
-                const float f = expf(sm[w * GT + g] - M); /* 0 for a warp that saw no position */
-                L += sl[w * GT + g] * f;
-                o += sa[(w * GT + g) * hd + d] * f;
-            }
-        if (!a.part_acc) {
-            const float v = L > 0.0f ? o / L : 0.0f;
-            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * hd + d] = v;
-            /* whole warps: G * hd and the warp's first i are multiples of 32 */
-            if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * hd, tk.row, (int64_t)(hb + g) * hd + d, v);
-            if (a.xb) a.xb[(int64_t)tk.row * a.n_head * hd + (int64_t)(hb + g) * hd + d] = bf16_bits(v);
-        } else {
-            const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
-            a.part_acc[part * hd + d] = o;
-            if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
-        }
-    }
+    vec_merge<EPL, GT>(a, tk, t, sp, G, hb, warp, lane, m, l, acc, smem);
 }
 
 /* The tiled vector kernel (the default for decode; OB_CUDA_ATTN_VT=0 goes back to the one
@@ -484,38 +495,7 @@ __global__ void __launch_bounds__(ATT_VEC_WARPS * OB_WARP) attention_vt_kernel(a
         }
     }
 
-    /* merge the warps, as the per-position kernel does */
-    float *sm = smem + GT * HD + ATT_VEC_WARPS * OB_WARP * GT, *sl = sm + ATT_VEC_WARPS * GT,
-          *sa = sl + ATT_VEC_WARPS * GT;
-#pragma unroll
-    for (int g = 0; g < GT; g++) {
-        if (lane == 0) sm[warp * GT + g] = m[g], sl[warp * GT + g] = l[g];
-#pragma unroll
-        for (int i = 0; i < EPL; i++) sa[(warp * GT + g) * HD + lane * EPL + i] = acc[g][i];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * HD; i += ATT_VEC_WARPS * OB_WARP) {
-        const int g = i / HD, d = i % HD;
-        float M = -INFINITY;
-        for (int w = 0; w < ATT_VEC_WARPS; w++) M = fmaxf(M, sm[w * GT + g]);
-        float L = 0.0f, o = 0.0f;
-        if (M != -INFINITY)
-            for (int w = 0; w < ATT_VEC_WARPS; w++) {
-                const float f = expf(sm[w * GT + g] - M); /* 0 for a warp that saw no position */
-                L += sl[w * GT + g] * f;
-                o += sa[(w * GT + g) * HD + d] * f;
-            }
-        if (!a.part_acc) {
-            const float v = L > 0.0f ? o / L : 0.0f;
-            a.out[(int64_t)tk.row * a.ldo + (int64_t)(hb + g) * HD + d] = v;
-            if (a.qx) q8_put_warp(a.qx, a.dx, (int64_t)a.n_head * HD, tk.row, (int64_t)(hb + g) * HD + d, v);
-            if (a.xb) a.xb[(int64_t)tk.row * a.n_head * HD + (int64_t)(hb + g) * HD + d] = bf16_bits(v);
-        } else {
-            const int64_t part = ((int64_t)t * a.n_head + hb + g) * a.splits + sp;
-            a.part_acc[part * HD + d] = o;
-            if (d == 0) a.part_ml[part * 2] = M, a.part_ml[part * 2 + 1] = L;
-        }
-    }
+    vec_merge<EPL, GT>(a, tk, t, sp, G, hb, warp, lane, m, l, acc, smem + GT * HD + ATT_VEC_WARPS * OB_WARP * GT);
 }
 
 /* One block per (token, head): merge the splits' partials. */

@@ -21,6 +21,20 @@
 
 #define TEST_SKIP_CODE 77
 
+/* 1 in a build with AddressSanitizer (the `make test-asan` stage, ~5x slower):
+ * the few heavy tests run a smaller workload there - the same code paths, fewer
+ * repetitions - and their full size in the release stage. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
 typedef void (*test_fn)(void);
 typedef struct test_case {
     const char *name;

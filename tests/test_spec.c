@@ -489,7 +489,9 @@ static double two_sample_chi2(const int32_t *ka, const int32_t *kb, int n, int *
 
 TEST(sampling_distribution) {
     NEED_STORIES();
-    enum { N = 4000 };
+    /* 4,000 samples a run; 2,000 under ASan (the power check below still has room: chi2 537
+     * against a critical 222 at 4,000, and the statistic's excess grows with N) */
+    const int N = TEST_SANITIZED ? 2000 : 4000;
     ob_token prompt[32];
     int32_t np = tokenize(g_stories, "Lily saw a big dog. Lily saw a", prompt, 32);
     ob_context *c = new_ctx(g_stories, 64);

@@ -480,16 +480,6 @@ static void fill_pattern(char *buf, size_t n, int kind) {
     }
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 /* 1 MiB of one repeated character and 1 MiB without any space, through each
  * model family. Each input is also encoded at 1/8 of the size: linear (or
@@ -516,7 +506,7 @@ TEST(tokenizer_linear_time) {
     size_t big = 1u << 20, small = big / 8;
     char *buf = malloc(big);
     for (size_t k = 0; k < OB_ARRAY_LEN(toks); k++) {
-        if (SANITIZED && !toks[k].in_asan) continue;
+        if (TEST_SANITIZED && !toks[k].in_asan) continue;
         ob_tokenizer *t = cached(toks[k].rel, toks[k].json);
         CHECK(t != NULL);
         if (!t) continue;

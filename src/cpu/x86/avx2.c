@@ -3,10 +3,13 @@
  * (see CMakeLists.txt) and only called when the CPU reports those features.
  *
  * What it owns: activation quantizers, one `dot` kernel per weight type on
- * the native (file) layout, and the attention inner loops. Weights are not
- * repacked on this tier: the packed panels pay off through VNNI's 4-byte dot
- * (x86/avx512.c), and without it the 16-bit saturating vpmaddubsw cannot take
- * the +128-offset codes those panels use for signed weights.
+ * the native (file) layout, and the attention inner loops; and panels
+ * (kernels.h: 16 rows repacked at load, a SIMD lane a row) for the types
+ * whose codes are small unsigned numbers, so the 16-bit saturating
+ * vpmaddubsw can sum several products in int16 before one vpmaddwd: Q4_0
+ * (avx512.c's layout, x86/panel_a8.h), and F16/BF16 (float outer products).
+ * Signed codes (Q8_0, IQ4_NL) would need the +128 offset the VNNI panels
+ * use, which overflows vpmaddubsw's int16 pairs; they keep the native dots.
  *
  * Shape of every quantized dot kernel: one weight row against NT (1, 2 or 4)
  * activation rows at once, so each weight block is loaded and unpacked once
@@ -29,6 +32,7 @@
 #include "../../quant/iq_tables.h"
 #include "../../quant/quant_ref.h"
 #include "../kernels.h"
+#include "panel_a8.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -98,8 +102,6 @@ static uint32_t load_u32(const uint8_t *p) {
 /* ======================================================================
  * Legacy 32-element types with ob_act_q8 activations
  * ====================================================================== */
-
-enum { A8_Q4_0, A8_Q4_1, A8_Q5_0, A8_Q5_1, A8_Q8_0, A8_IQ4_NL, A8_MXFP4 };
 
 INLINE void dot_a8_body(const int kind, const int NT, int64_t n, const void *w, const char *act, size_t as,
                         float *out, size_t os) {
@@ -195,6 +197,71 @@ DEF_A8(q5_1, A8_Q5_1)
 DEF_A8(q8_0, A8_Q8_0)
 DEF_A8(iq4_nl, A8_IQ4_NL)
 DEF_A8(mxfp4, A8_MXFP4)
+
+/* ======================================================================
+ * Q4_0 panels (x86/panel_a8.h: avx512.c's layout)
+ *
+ * A 64-byte chunk holds 4 code bytes of each of 16 rows; its two 32-byte
+ * halves are rows 0-7 and 8-15, one row per 32-bit lane. For a half,
+ * vpmaddubsw(codes, broadcast(4 activation bytes)) multiplies 4 elements of
+ * 8 rows by the same 4 activations at once: 32 products per instruction,
+ * summed in pairs, with no horizontal sum at the end. The pairs stay in
+ * int16 for a whole block (8 instructions: |2 * 15 * 127| * 8 = 30480 <
+ * 2^15), so a 32-element block of 8 rows costs 8 vpmaddubsw, 7 adds and one
+ * vpmaddwd per token, where the native `dot` spends one vpmaddubsw and one
+ * vpmaddwd per row and block. The -8 of the codes comes off the int32 sum
+ * as -8 * s (the activation block's sum), then one float FMA by d_w * d_a.
+ * Half by half over the panel (4 tokens' sums and accumulators fit the 16
+ * registers only for one half); the panel stays in L1 for the second half.
+ * The W4A4 path runs the same kernel on OB_ACT_Q4X (4-bit codes as bytes).
+ * ====================================================================== */
+
+INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+INLINE void gemm_q4_0_half(const int NT, int64_t n, const void *panel, int h, const char *act, size_t as,
+                           float *out, size_t os) {
+    const int64_t nb = n / 32;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *qb = a8_at(A8_Q4_0, panel, b, A8_CODES) + 32 * h;
+        __m256i s[4];
+        for (int j = 0; j < 4; j++) {
+            const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j));
+            const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a->qs + 4 * j)),
+                                                   _mm256_maddubs_epi16(hi, bcast4(a->qs + 16 + 4 * j)));
+                s[t] = j ? _mm256_add_epi16(s[t], p) : p;
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q4_0, panel, b, A8_D) + 16 * h)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+            const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(-8 * a->s));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
+}
+
+INLINE void pbody_q4_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    gemm_q4_0_half(NT, n, p, 0, a, as, o, os);
+    gemm_q4_0_half(NT, n, p, 1, a, as, o, os);
+}
+static void gemm_q4_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q4_0, n, p, act, as, nt, out, os);
+}
+static void pack_q4_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(A8_Q4_0, rows, rb, n, panel); }
+static size_t bytes_q4_0_avx2(int64_t n) { return a8_panel_bytes(A8_Q4_0, n); }
 
 /* ======================================================================
  * Q4_0 x 4-bit activations (W4A4)
@@ -1181,6 +1248,12 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
 #undef SET
     k->mm[OB_TYPE_Q4_0].a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].dot_a4 = dot_q4_0_a4_avx2;
+    k->mm[OB_TYPE_Q4_0].packed_act = OB_ACT_Q8;
+    k->mm[OB_TYPE_Q4_0].panel_bytes = bytes_q4_0_avx2;
+    k->mm[OB_TYPE_Q4_0].pack = pack_q4_0_avx2;
+    k->mm[OB_TYPE_Q4_0].gemm = gemm_q4_0_avx2;
+    k->mm[OB_TYPE_Q4_0].packed_a4_act = OB_ACT_Q4X;
+    k->mm[OB_TYPE_Q4_0].gemm_a4 = gemm_q4_0_avx2;
     /* 16-bit weights repacked into panels (above); the integer types stay native here */
     k->mm[OB_TYPE_F16].packed_act = OB_ACT_F32;
     k->mm[OB_TYPE_F16].panel_bytes = bytes_h16;

@@ -839,6 +839,106 @@ INLINE void gemm_q4_K_half(const int NT, int64_t n, const void *panel, int h, co
     for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
 }
 
+/* Q6_K: a super-block of 16 rows is 3360 bytes:
+ *   d[16]              halves                                             32
+ *   sc[8][16][2]       int8 scales of sub-blocks (2i, 2i+1) for row r     256
+ *   codes[2][8][3][64] half n (128 elements), chunk c: the rows'
+ *                      ql[64n+4c..+3], ql[64n+32+4c..+3], qh[32n+4c..+3]  3072
+ * (the row format's size). Codes 0..63 (q - 32): two vpmaddubsw sum in
+ * int16 (2 * 63 * 127 * 2 < 2^15), then a vpmaddwd by the sub-block's scale
+ * (the pair's even or odd byte duplicated by one vpshufb); the -32 comes off
+ * once per super-block as 32 * (scales . the activation's 16-element sums),
+ * 8 vpmaddwd of the scale pairs. */
+#define Q6K_SB_BYTES 3360
+static void pack_q6_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * Q6K_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_q6_K *x = (const ob_block_q6_K *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            for (int i = 0; i < 8; i++) {
+                S[32 + 32 * i + 2 * r] = (uint8_t)x->scales[2 * i];
+                S[32 + 32 * i + 2 * r + 1] = (uint8_t)x->scales[2 * i + 1];
+            }
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++) {
+                    uint8_t *C = S + 288 + 1536 * h + 192 * c + 4 * r;
+                    memcpy(C, x->ql + 64 * h + 4 * c, 4);
+                    memcpy(C + 64, x->ql + 64 * h + 32 + 4 * c, 4);
+                    memcpy(C + 128, x->qh + 32 * h + 4 * c, 4);
+                }
+        }
+    }
+}
+static size_t bytes_q6_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q6K_SB_BYTES; }
+
+INLINE void gemm_q6_K_half(const int NT, int64_t n, const void *panel, int h, const char *act, size_t as,
+                           float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i dup_even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4,
+                                              5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i dup_odd = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
+                                             6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    __m256 acc[2];
+    for (int t = 0; t < 2; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q6K_SB_BYTES;
+        const ob_act_q8K *a[2];
+        __m256i isum[2];
+        for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+        for (int nh = 0; nh < 2; nh++)
+            for (int q = 0; q < 2; q++)
+                for (int cp = 0; cp < 2; cp++) {
+                    /* chunks c = 4q + 2cp, +1: each triple's 4 code vectors feed sub-blocks
+                     * 8nh + 2k + q (k 0..3), two chunks summed in int16 */
+                    __m256i s2[2][4];
+                    for (int ci = 0; ci < 2; ci++) {
+                        const int c = 4 * q + 2 * cp + ci;
+                        const uint8_t *C = S + 288 + 1536 * nh + 192 * c + 32 * h;
+                        const __m256i A = _mm256_load_si256((const __m256i *)(const void *)C);
+                        const __m256i B = _mm256_load_si256((const __m256i *)(const void *)(C + 64));
+                        const __m256i H = _mm256_load_si256((const __m256i *)(const void *)(C + 128));
+                        __m256i v[4];
+                        v[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                        v[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                        v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(H, m30));
+                        v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT; t++)
+                            for (int k = 0; k < 4; k++) {
+                                const __m256i pr =
+                                    _mm256_maddubs_epi16(v[k], bcast4(a[t]->qs + 128 * nh + 32 * k + 16 * q + 4 * (2 * cp + ci)));
+                                s2[t][k] = ci ? _mm256_add_epi16(s2[t][k], pr) : pr;
+                            }
+                    }
+                    for (int k = 0; k < 4; k++) {
+                        const __m256i P = _mm256_cvtepi8_epi16(
+                            _mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * (4 * nh + k) + 16 * h)));
+                        const __m256i sc = _mm256_shuffle_epi8(P, q ? dup_odd : dup_even);
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s2[t][k], sc));
+                    }
+                }
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) {
+            __m256i off = _mm256_setzero_si256();
+            for (int i = 0; i < 8; i++) {
+                const __m256i P = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * i + 16 * h)));
+                int32_t bs;
+                memcpy(&bs, a[t]->bsums + 2 * i, 4);
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(P, _mm256_set1_epi32(bs)));
+            }
+            const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
+}
+
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
 #define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                          \
     do {                                                                                \
@@ -854,6 +954,12 @@ INLINE void pbody_q4_K(const int NT, int64_t n, const void *p, const char *a, si
 }
 static void gemm_q4_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q4_K, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_q6_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_q6_K_half, NT, n, p, a, as, o, os);
+}
+static void gemm_q6_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q6_K, n, p, act, as, nt, out, os);
 }
 
 /* Packed F16 and BF16 panels (prefill and decode of 16-bit weights whose row count is a
@@ -1373,6 +1479,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q4_K].panel_bytes = bytes_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].pack = pack_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].gemm = gemm_q4_K_avx2;
+    k->mm[OB_TYPE_Q6_K].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_Q6_K].panel_bytes = bytes_q6_K_avx2;
+    k->mm[OB_TYPE_Q6_K].pack = pack_q6_K_avx2;
+    k->mm[OB_TYPE_Q6_K].gemm = gemm_q6_K_avx2;
     /* 16-bit weights repacked into panels (above); the integer types stay native here */
     k->mm[OB_TYPE_F16].packed_act = OB_ACT_F32;
     k->mm[OB_TYPE_F16].panel_bytes = bytes_h16;

@@ -87,7 +87,9 @@ static void stage_reset(cuda_backend *c) {
 
 /* ---- CUDA graphs (common.cuh: the recording) ---- */
 
-#define CUDA_GRAPH_SLOTS 16
+/* a graph a batch size up to 64 (OB_CUDA_GRAPH_MAX), so a server whose batch size changes
+ * step to step does not rebuild them */
+#define CUDA_GRAPH_SLOTS 64
 
 typedef struct cuda_rec {
     const void *func;
@@ -98,6 +100,18 @@ typedef struct cuda_rec {
     uint16_t aoff[24];          /* offset of each argument from off */
     bool pdl;                   /* may start when the kernel before it has begun (hopper.cuh) */
 } cuda_rec;
+
+/* The func of a recorded child graph (cuda_rec_child): its two arguments are the graph's id
+ * (unsigned long long) and the cudaGraph_t. */
+static const char k_child_func = 0;
+#define REC_CHILD ((const void *)&k_child_func)
+
+/* The graph a child record holds. */
+static cudaGraph_t rec_child_graph(const cuda_rec *r, const uint8_t *args) {
+    cudaGraph_t g;
+    memcpy(&g, args + r->off + r->aoff[1], sizeof g);
+    return g;
+}
 
 /* A graph built from a recording: a chain of one staging copy and the
  * kernels, with what it was built from, so the next recording of the same
@@ -147,6 +161,8 @@ int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, si
     r->nargs = nargs;
     r->pdl = c->rec_pdl;
     c->rec_pdl = false;
+    /* a programmatic edge leaves a kernel; a kernel after a child graph gets a full one */
+    if (c->n_recs > 0 && c->recs[c->n_recs - 1].func == REC_CHILD) r->pdl = false;
     r->off = (c->rec_used + 15) & ~(size_t)15;
     size_t o = 0;
     for (int i = 0; i < nargs; i++) {
@@ -158,6 +174,16 @@ int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, si
     r->bytes = o;
     c->rec_used = r->off + o;
     c->n_recs++;
+    return 0;
+}
+
+int cuda_rec_child(cuda_backend *c, unsigned long long id, cudaGraph_t g) {
+    void *args[] = {&id, &g};
+    const size_t sizes[] = {sizeof id, sizeof g}, aligns[] = {alignof(unsigned long long), alignof(cudaGraph_t)};
+    const bool pdl = c->rec_pdl;
+    c->rec_pdl = false;
+    OB_TRY(cuda_rec_kernel(c, REC_CHILD, dim3(1), dim3(1), 0, 2, args, sizes, aligns));
+    c->rec_pdl = pdl; /* for the next kernel, which gets a full edge all the same */
     return 0;
 }
 
@@ -239,7 +265,8 @@ static void graph_dump(const cuda_backend *c) {
         int j = i + 1;
         while (j < c->n_recs && c->recs[j].func == c->recs[i].func) j++;
         const char *nm = NULL;
-        if (cudaFuncGetName(&nm, c->recs[i].func) != cudaSuccess || !nm) nm = "?";
+        if (c->recs[i].func == REC_CHILD) nm = "(a captured cuBLAS call)";
+        else if (cudaFuncGetName(&nm, c->recs[i].func) != cudaSuccess || !nm) nm = "?";
         fprintf(stderr, "  %4d  x%-3d %.100s grid %u\n", i, j - i, nm, c->recs[i].grid.x);
         i = j;
     }
@@ -262,6 +289,12 @@ static int slot_build(cuda_backend *c, cuda_graph_slot *s, size_t copy_off, size
     cudaGraphNode_t prev = s->copy;
     void *ptrs[REC_MAX_ARGS];
     for (int i = 0; i < s->n && e == cudaSuccess; i++) {
+        if (c->recs[i].func == REC_CHILD) {
+            /* the captured graph is cloned into this one */
+            e = cudaGraphAddChildGraphNode(&s->nodes[i], s->graph, &prev, 1, rec_child_graph(&c->recs[i], c->rec_args));
+            prev = s->nodes[i];
+            continue;
+        }
         const cudaKernelNodeParams p = rec_params(&c->recs[i], c->rec_args, ptrs);
         if (c->recs[i].pdl && i > 0) {
             /* a programmatic edge: this kernel may start once every block of
@@ -330,6 +363,13 @@ int cuda_flush(cuda_backend *c) {
         void *ptrs[REC_MAX_ARGS];
         for (int i = 0; i < s->n && e == cudaSuccess; i++) {
             if (same_launch(&s->recs[i], s->args, &c->recs[i], c->rec_args)) continue;
+            if (c->recs[i].func == REC_CHILD) {
+                /* another captured call (other buffers, or captured again): the driver refuses a
+                 * graph of another shape, and the graph is built anew below */
+                e = cudaGraphExecChildGraphNodeSetParams(s->exec, s->nodes[i], rec_child_graph(&c->recs[i], c->rec_args));
+                c->n_child_updates++;
+                continue;
+            }
             const cudaKernelNodeParams p = rec_params(&c->recs[i], c->rec_args, ptrs);
             e = cudaGraphExecKernelNodeSetParams(s->exec, s->nodes[i], &p);
             c->n_node_updates++;
@@ -619,11 +659,12 @@ static void cuda_free_backend(ob_backend *b) {
             if (c->prof_ev[i]) cudaEventDestroy((cudaEvent_t)c->prof_ev[i]);
     free(c->prof_ev);
     if (c->stats) {
-        char msg[256];
+        char msg[512];
         snprintf(msg, sizeof msg,
                  "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains; %llu graphs launched, "
-                 "%llu built, %llu kernel nodes updated",
-                 c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates);
+                 "%llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu captured nodes updated",
+                 c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates, c->n_captures,
+                 c->n_child_updates);
         log_msg(1, msg);
     }
     cudaSetDevice(c->device);
@@ -634,6 +675,7 @@ static void cuda_free_backend(ob_backend *b) {
     free(c->slots);
     free(c->recs);
     free(c->rec_args);
+    cuda_blas_free(c); /* the captured calls; the workspace after the handle, below */
     for (size_t i = 0; i < c->n_weights; i++) cudaFree(c->weights[i]);
     cuda_bf16_free(c);
     cuda_w4_free(c);
@@ -652,6 +694,8 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->stage_h) cudaFreeHost(c->stage_h);
     if (c->stage_d) cudaFree(c->stage_d);
     if (c->cublas) cublasDestroy(c->cublas);
+    if (c->blas_ws) cudaFree(c->blas_ws);
+    if (c->cap_stream) cudaStreamDestroy(c->cap_stream);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c->host_tmp);
     free(c);
@@ -724,6 +768,8 @@ static int backend_init(cuda_backend *c) {
     OB_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     OB_CUBLAS(cublasCreate(&c->cublas));
     OB_CUBLAS(cublasSetStream(c->cublas, c->stream));
+    OB_CU(cudaStreamCreateWithFlags(&c->cap_stream, cudaStreamNonBlocking));
+    OB_TRY(cuda_blas_init(c));
     int8_t luts[OB_LUT_BYTES];
     memcpy(luts + OB_LUT_IQ4NL, ob_iq4nl_values, 16);
     memcpy(luts + OB_LUT_MXFP4, ob_mxfp4_values, 16);
@@ -810,9 +856,10 @@ static int backend_init(cuda_backend *c) {
         c->pdl_all = c->pdl && !(getenv("OB_CUDA_PDL_ALL") && atoi(getenv("OB_CUDA_PDL_ALL")) == 0);
     }
     c->graphs = !(getenv("OB_CUDA_GRAPHS") && atoi(getenv("OB_CUDA_GRAPHS")) == 0);
-    /* up to 16 tokens: a whole step in one graph (the int8 products; 17 and more take cuBLAS,
-     * which runs outside graphs); 8B Q4_K_M at 16 sequences 1,861 -> 2,071 tok/s */
-    c->graph_max = getenv("OB_CUDA_GRAPH_MAX") ? atoi(getenv("OB_CUDA_GRAPH_MAX")) : 16;
+    /* up to 64 tokens: a whole decode step in one graph, the cuBLAS products of 17+ tokens as
+     * captured child graphs (graph_blas); 16 sequences 1,861 -> 2,071 tok/s (session 9) */
+    c->graph_max = getenv("OB_CUDA_GRAPH_MAX") ? atoi(getenv("OB_CUDA_GRAPH_MAX")) : 64;
+    c->graph_blas = !(getenv("OB_CUDA_GRAPH_BLAS") && atoi(getenv("OB_CUDA_GRAPH_BLAS")) == 0);
     c->prof = getenv("OB_CUDA_PROF") && atoi(getenv("OB_CUDA_PROF")) > 0;
     if (c->prof) {
         c->graphs = false; /* each launch timed on its own */

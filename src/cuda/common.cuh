@@ -320,7 +320,9 @@ typedef struct cuda_backend {
      * one launch per step instead of hundreds, the GPU running the kernels
      * back to back. A different list of kernels builds a new graph. */
     bool graphs, recording;
-    int graph_max;              /* forward passes of up to this many tokens are recorded (OB_CUDA_GRAPH_MAX, 16) */
+    int graph_max;              /* forward passes of up to this many tokens are recorded (OB_CUDA_GRAPH_MAX, 64) */
+    int64_t last_rows_n;        /* tokens of the last forward pass begun (get_rows): a pass of more than 16 is
+                                 * recorded only when the one before had as many (a decode step, not a prompt) */
     size_t rec_stage0;           /* staging ring offset where the recording began */
     struct cuda_rec *recs;       /* the launches recorded so far */
     int n_recs, cap_recs;
@@ -347,6 +349,19 @@ typedef struct cuda_backend {
     cuda_pending_gnorm last_gnorm[2]; /* by the parity of their op number */
     cuda_qknr_pend last_qknr;
     bool qk_fuse;               /* q/k per-head norms and RoPE in one kernel (OB_CUDA_QK_FUSE=0: off) */
+    /* cuBLAS in recorded steps (matmul.cu, blas_run): while a graph is recorded, a cuBLAS call
+     * is captured on cap_stream into a graph of its own, kept in blas_graphs under the call's
+     * exact parameters (a repeated step captures nothing), and recorded as a child-graph node
+     * (cuda_rec_child). cuBLAS always runs on blas_ws (32 MiB on sm_90+, 4 MiB before), in
+     * graphs and out, so it allocates nothing while captured and picks the same kernels
+     * either way. OB_CUDA_GRAPH_BLAS=0, or a capture that failed: a cuBLAS call ends the
+     * recording instead, as before. */
+    bool graph_blas;
+    cudaStream_t cap_stream;
+    void *blas_ws;
+    size_t blas_ws_bytes;
+    struct cuda_blas_graphs *blas_graphs;
+    unsigned long long n_captures, n_child_updates;
     /* OB_CUDA_PROF=1: every kernel, cuBLAS product and download between a
      * pair of events (graphs off), read back at the next drain (the stream
      * is never stopped for it, so the GPU keeps its clocks), summed per
@@ -381,6 +396,10 @@ int cuda_flush(cuda_backend *c);
 /* Replace argument `arg` (size bytes) and the grid of the last recorded launch, which must be of
  * `func` (a broken invariant otherwise). */
 int cuda_rec_rewrite_last(cuda_backend *c, const void *func, dim3 grid, int arg, const void *bytes, size_t size);
+/* Record a graph (a captured cuBLAS call) as one child-graph node. `id` names the graph for
+ * as long as the backend lives (never reused), so a later recording of the same step sees
+ * whether the node changed; g must stay valid until the recording ends (cuda_flush). */
+int cuda_rec_child(cuda_backend *c, unsigned long long id, cudaGraph_t g);
 /* Record one launch: its function, shape and the bytes of each argument. */
 int cuda_rec_kernel(cuda_backend *c, const void *func, dim3 grid, dim3 block, size_t smem, int nargs,
                     void *const *args, const size_t *sizes, const size_t *aligns);

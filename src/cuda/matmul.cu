@@ -70,11 +70,14 @@ int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, 
             return ob_cuda_err(OB_ERR_RANGE, "token id %d is outside the vocabulary of %lld", ids[i],
                                (long long)table->ne[1]);
     if (n > 65535) return ob_cuda_err(OB_ERR_UNSUPPORTED, "get_rows: %lld rows in one call", (long long)n);
-    /* the embedding lookup starts a forward pass: record a batch of up to 8
-     * tokens (OB_CUDA_GRAPH_MAX, default 16) into a graph (a graph a batch size:
-     * CUDA_GRAPH_SLOTS keeps 16, so a server whose batch size changes step to step does not
-     * rebuild them) */
-    if (n <= c->graph_max) OB_TRY(cuda_graph_begin(c));
+    /* the embedding lookup starts a forward pass: record a batch of up to OB_CUDA_GRAPH_MAX
+     * tokens (default 64) into a graph (a graph a batch size, backend.cu keeps 64). Above 16
+     * tokens only when the pass before had as many: a decode step that repeats, where its
+     * captured cuBLAS calls (blas_run) pay off - not a short prompt or a batch whose size
+     * comes once, which would capture each of its calls to run them once */
+    const bool repeat = n == c->last_rows_n;
+    c->last_rows_n = n;
+    if (n <= c->graph_max && (n <= 16 || repeat)) OB_TRY(cuda_graph_begin(c));
     const void *d_ids;
     OB_TRY(cuda_stage(c, ids, (size_t)n * sizeof(int32_t), &d_ids));
     const int64_t ne0 = table->ne[0], ldo = (int64_t)(out->nb[1] / sizeof(float));
@@ -240,6 +243,7 @@ static int bf16_cached(cuda_backend *c, const ob_tensor *w, const __nv_bfloat16 
         c->bf16 = t;
         c->cap_bf16 = cap;
     }
+    OB_TRY(cuda_flush(c)); /* the copy is made outside a recorded step */
     void *dst = NULL;
     if (cudaMalloc(&dst, bytes) != cudaSuccess) {
         cudaGetLastError(); /* out of memory is not an error here: no more copies */
@@ -303,13 +307,198 @@ int cuda_act16(cuda_backend *c, const ob_tensor *x, bool f16, const void **out) 
     return 0;
 }
 
-/* A cuBLAS call, timed under OB_CUDA_PROF. */
-#define OB_GEMM(c, ...)                                                                   \
-    do {                                                                                  \
-        if ((c)->prof) cuda_prof_begin(c);                                                \
-        OB_CUBLAS(__VA_ARGS__);                                                           \
-        if ((c)->prof) OB_TRY(cuda_prof_end((c), "cublasGemmEx", "cublasGemmEx (16-bit or float tensor cores)")); \
-    } while (0)
+/* ---- cuBLAS calls, in recorded steps and out ----
+ *
+ * Every product through cuBLAS is described by a blas_call and run by blas_run. Outside a
+ * recording it goes on the stream. While a step is recorded (common.cuh, cuda_graph_begin) it
+ * is captured on a stream of its own into a graph, which the recorder adds as a child-graph
+ * node: the step stays one graph launch (8B at 64 sequences: 6 calls a layer, 192 a step, each
+ * of which would end the recording: 5,039 / 9,353 -> 5,385 / 9,912 tok/s at 32 / 64, session
+ * 11). The captured graphs are kept under the call's exact parameters, so a
+ * step that repeats (the same batch size on the same buffers) captures nothing and its graph
+ * is launched as built; a call with other buffers captures anew and the step's graph updates
+ * that node (backend.cu, cuda_flush). cuBLAS runs on a workspace of the backend's own in and
+ * out of captures: it then allocates nothing while captured (a graph with memory nodes cannot
+ * be a child) and chooses its kernels from the same workspace size either way, so the bits
+ * are the same with graphs on and off. */
+
+/* One product C = op(A) B with op(A) = A^T, column-major, alpha 1, beta 0, float C: all of
+ * its parameters - what blas_issue runs and the key of its captured graph (64-bit fields
+ * only: no padding, so keys compare as bytes). */
+typedef struct blas_call {
+    int64_t batched;             /* 0: cublasGemmEx; 1: cublasGemmStridedBatchedEx of `batch` */
+    int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
+    int64_t at, bt, compute;     /* cudaDataType of A and B, cublasComputeType_t */
+    const void *a, *b;
+    void *out;
+} blas_call;
+
+static blas_call blas_gemm(int64_t m, int64_t n, int64_t k, const void *a, cudaDataType at, int64_t lda,
+                           const void *b, cudaDataType bt, int64_t ldb, void *out, int64_t ldc,
+                           cublasComputeType_t compute) {
+    blas_call g;
+    memset(&g, 0, sizeof g);
+    g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.batch = 1;
+    g.at = at, g.bt = bt, g.compute = compute;
+    g.a = a, g.b = b, g.out = out;
+    return g;
+}
+
+static cublasStatus_t blas_issue(cuda_backend *c, const blas_call *g) {
+    const float one = 1.0f, zero = 0.0f;
+    if (g->batched)
+        return cublasGemmStridedBatchedEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->m, (int)g->n, (int)g->k, &one,
+                                          g->a, (cudaDataType)g->at, (int)g->lda, g->sa, g->b, (cudaDataType)g->bt,
+                                          (int)g->ldb, g->sb, &zero, g->out, CUDA_R_32F, (int)g->ldc, g->sc,
+                                          (int)g->batch, (cublasComputeType_t)g->compute, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->m, (int)g->n, (int)g->k, &one, g->a,
+                        (cudaDataType)g->at, (int)g->lda, g->b, (cudaDataType)g->bt, (int)g->ldb, &zero, g->out,
+                        CUDA_R_32F, (int)g->ldc, (cublasComputeType_t)g->compute, CUBLAS_GEMM_DEFAULT);
+}
+
+/* The captured calls: a hash table of at most BLAS_GRAPHS graphs (8B: 192 calls a batch size
+ * and set of buffers; each a graph of one or two kernel nodes, little host memory). */
+#define BLAS_GRAPHS 4096
+#define BLAS_BUCKETS 8192
+typedef struct blas_graph {
+    blas_call key;
+    cudaGraph_t graph;
+    unsigned long long id; /* never reused: a recorded step compares ids, not handles */
+    int next;              /* the next entry of its bucket, -1: none */
+} blas_graph;
+struct cuda_blas_graphs {
+    blas_graph e[BLAS_GRAPHS];
+    int head[BLAS_BUCKETS];
+    int n;
+    unsigned long long next_id;
+};
+
+static void blas_clear(cuda_blas_graphs *t) {
+    for (int i = 0; i < t->n; i++) cudaGraphDestroy(t->e[i].graph);
+    t->n = 0;
+    for (int i = 0; i < BLAS_BUCKETS; i++) t->head[i] = -1;
+}
+
+void cuda_blas_free(cuda_backend *c) {
+    if (!c->blas_graphs) return;
+    blas_clear(c->blas_graphs);
+    free(c->blas_graphs);
+    c->blas_graphs = NULL;
+}
+
+int cuda_blas_init(cuda_backend *c) {
+    /* cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before */
+    int major = 0;
+    OB_CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device));
+    c->blas_ws_bytes = (size_t)(major >= 9 ? 32 : 4) << 20;
+    OB_CU(cudaMalloc(&c->blas_ws, c->blas_ws_bytes));
+    OB_CUBLAS(cublasSetWorkspace(c->cublas, c->blas_ws, c->blas_ws_bytes));
+    return 0;
+}
+
+static uint64_t blas_hash(const blas_call *g) {
+    const uint8_t *p = (const uint8_t *)g;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *g; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* g captured into *out on the capture stream; *out NULL when it could not be captured (then
+ * no call is captured from here on: each ends the recording it comes in). */
+static int blas_capture(cuda_backend *c, const blas_call *g, cudaGraph_t *out) {
+    *out = NULL;
+    /* cublasSetStream puts the default workspace back: ours again after each */
+    OB_CUBLAS(cublasSetStream(c->cublas, c->cap_stream));
+    OB_CUBLAS(cublasSetWorkspace(c->cublas, c->blas_ws, c->blas_ws_bytes));
+    cudaGraph_t graph = NULL;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    /* thread-local: another thread's CUDA calls (another backend) do not break the capture */
+    cudaError_t e = cudaStreamBeginCapture(c->cap_stream, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {
+        st = blas_issue(c, g);
+        e = cudaStreamEndCapture(c->cap_stream, &graph);
+    }
+    cublasStatus_t back = cublasSetStream(c->cublas, c->stream);
+    if (back == CUBLAS_STATUS_SUCCESS) back = cublasSetWorkspace(c->cublas, c->blas_ws, c->blas_ws_bytes);
+    if (back != CUBLAS_STATUS_SUCCESS) {
+        if (graph) cudaGraphDestroy(graph);
+        return ob_cublas_fail(back, "cublasSetStream / cublasSetWorkspace after a capture", __FILE__, __LINE__);
+    }
+    /* a child graph may hold kernels, memsets and copies only: not the memory nodes cuBLAS
+     * would add if it allocated (a step with one could not be built, and its work would be lost) */
+    size_t n_nodes = 0;
+    if (e == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && graph) e = cudaGraphGetNodes(graph, NULL, &n_nodes);
+    if (e == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && graph && n_nodes > 0) {
+        cudaGraphNode_t nodes[16];
+        if (n_nodes > 16) e = cudaErrorNotSupported;
+        if (e == cudaSuccess) e = cudaGraphGetNodes(graph, nodes, &n_nodes);
+        for (size_t i = 0; i < n_nodes && e == cudaSuccess; i++) {
+            cudaGraphNodeType t;
+            e = cudaGraphNodeGetType(nodes[i], &t);
+            if (e == cudaSuccess && t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset &&
+                t != cudaGraphNodeTypeMemcpy && t != cudaGraphNodeTypeEmpty)
+                e = cudaErrorNotSupported;
+        }
+    }
+    if (e != cudaSuccess || st != CUBLAS_STATUS_SUCCESS || !graph) {
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        c->graph_blas = false;
+        if (g_ob_host && g_ob_host->log)
+            g_ob_host->log(1, "CUDA: a cuBLAS call could not be captured into a graph (%s; %s): cuBLAS calls run "
+                              "outside graphs from here on",
+                           cudaGetErrorString(e), cublasGetStatusString(st));
+        return 0;
+    }
+    *out = graph;
+    return 0;
+}
+
+/* Run one cuBLAS product: while a step is recorded, its captured graph as a node of the step
+ * (captured now if this call was never seen); else, or when it cannot be captured, on the
+ * stream after the recording so far. Timed under OB_CUDA_PROF (graphs are off then). */
+static int blas_run(cuda_backend *c, const blas_call *g) {
+    if (c->recording && c->graph_blas) {
+        cuda_blas_graphs *t = c->blas_graphs;
+        if (!t) {
+            t = (cuda_blas_graphs *)malloc(sizeof *t);
+            if (!t) return ob_cuda_err(OB_ERR_OOM, "the table of captured cuBLAS calls");
+            t->n = 0;
+            t->next_id = 0;
+            blas_clear(t);
+            c->blas_graphs = t;
+        }
+        const size_t h = (size_t)(blas_hash(g) & (BLAS_BUCKETS - 1));
+        int i = t->head[h];
+        while (i >= 0 && memcmp(&t->e[i].key, g, sizeof *g) != 0) i = t->e[i].next;
+        if (i < 0 && t->n == BLAS_GRAPHS) {
+            /* full (a server that met very many batch sizes or buffers): this recording's
+             * records point into the table, so it ends here; the next step captures again */
+            OB_TRY(cuda_flush(c));
+            blas_clear(t);
+        } else if (i < 0) {
+            cudaGraph_t graph = NULL;
+            OB_TRY(blas_capture(c, g, &graph));
+            if (graph) {
+                i = t->n++;
+                blas_graph *e = &t->e[i];
+                e->key = *g, e->graph = graph, e->id = ++t->next_id, e->next = t->head[h];
+                t->head[h] = i;
+                c->n_captures++;
+            }
+        }
+        if (i >= 0 && c->recording) return cuda_rec_child(c, t->e[i].id, t->e[i].graph);
+    }
+    OB_TRY(cuda_flush(c)); /* the launches recorded so far run first */
+    if (c->prof) cuda_prof_begin(c);
+    const cublasStatus_t st = blas_issue(c, g);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return ob_cuda_err(OB_ERR_DEVICE, "cuBLAS: %s (%lld x %lld x %lld, %lld at once) failed: %s",
+                           g->batched ? "cublasGemmStridedBatchedEx" : "cublasGemmEx", (long long)g->m,
+                           (long long)g->n, (long long)g->k, (long long)g->batch, cublasGetStatusString(st));
+    if (c->prof) OB_TRY(cuda_prof_end(c, "cublasGemmEx", "cublasGemmEx (16-bit or float tensor cores)"));
+    return 0;
+}
 
 /* out[n][nout] = x[n][nin] * W^T through cuBLAS: column-major, W is an
  * nin x nout matrix (lda = its row length), so C = op(A)^T B with A = W. */
@@ -406,13 +595,11 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         return ob_cuda_err(OB_ERR_UNSUPPORTED, "matmul '%s': too large for one cuBLAS call", w->name ? w->name : "?");
     if (w->type == OB_TYPE_F32 && nout <= SG_MAX_ROWS && w->nb[1] % sizeof(float) == 0 && n <= 65535 * SG_BN)
         return matmul_sgemm(c, w, x, bias, out);
-    OB_TRY(cuda_flush(c)); /* cuBLAS runs outside graphs */
-    const float one = 1.0f, zero = 0.0f;
     if (w->type == OB_TYPE_F32 && w->nb[1] % sizeof(float) == 0) {
         /* F32 weights: plain FP32 (no TF32), the most exact path */
-        OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
-                               CUDA_R_32F, (int)(w->nb[1] / sizeof(float)), x->data, CUDA_R_32F, (int)ldb, &zero,
-                               out->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        const blas_call g = blas_gemm(nout, n, nin, w->data, CUDA_R_32F, (int64_t)(w->nb[1] / sizeof(float)), x->data,
+                                      CUDA_R_32F, ldb, out->data, ldc, CUBLAS_COMPUTE_32F);
+        OB_TRY(blas_run(c, &g));
     } else if (c->gemm16) {
         /* 16-bit tensor cores with float32 accumulation: F16 weights as they
          * are against f16 activations; BF16 weights as they are, and every
@@ -426,9 +613,9 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         const void *xa;
         OB_TRY(cuda_act16(c, x, f16, &xa));
         if (direct) {
-            OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, w->data,
-                                   dt, (int)(w->nb[1] / 2), xa, dt, (int)nin, &zero, out->data,
-                                   CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            const blas_call g = blas_gemm(nout, n, nin, w->data, dt, (int64_t)(w->nb[1] / 2), xa, dt, nin, out->data,
+                                          ldc, CUBLAS_COMPUTE_32F);
+            OB_TRY(blas_run(c, &g));
         } else if (kept && n <= c->gemm_join && !bias && !c->invariant) {
             /* decode batches only: pp512 with prompt products joined measured 27.6k +- 2.9k
              * against 29.3k +- 0.03k (session 10) */
@@ -437,9 +624,9 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
             p->on = true, p->a = kept, p->x = xa, p->src = x->data, p->out = (float *)out->data;
             p->nout = nout, p->nin = nin, p->n = n, p->ldc = ldc, p->ldb = ldb, p->op = c->n_ops;
         } else if (kept) {
-            OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nout, (int)n, (int)nin, &one, kept,
-                                   CUDA_R_16BF, (int)nin, xa, CUDA_R_16BF, (int)nin, &zero, out->data,
-                                   CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            const blas_call g = blas_gemm(nout, n, nin, kept, CUDA_R_16BF, nin, xa, CUDA_R_16BF, nin, out->data, ldc,
+                                          CUBLAS_COMPUTE_32F);
+            OB_TRY(blas_run(c, &g));
         } else {
             int64_t rpc = (int64_t)(2 * GEMM_SCRATCH_FLOATS / (size_t)nin);
             if (rpc < 1) rpc = 1;
@@ -449,10 +636,9 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
             for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
                 const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
                 OB_TRY(dequant_rows(c, w, r0, rows, scr));
-                OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
-                                       CUDA_R_16BF, (int)nin, xa, CUDA_R_16BF, (int)nin, &zero,
-                                       (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT));
+                const blas_call g = blas_gemm(rows, n, nin, scr, CUDA_R_16BF, nin, xa, CUDA_R_16BF, nin,
+                                              (float *)out->data + r0, ldc, CUBLAS_COMPUTE_32F);
+                OB_TRY(blas_run(c, &g));
             }
         }
     } else {
@@ -465,10 +651,9 @@ static int matmul_gemm(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, 
         for (int64_t r0 = 0; r0 < nout; r0 += rpc) {
             const int64_t rows = nout - r0 < rpc ? nout - r0 : rpc;
             OB_TRY(dequant_rows(c, w, r0, rows, scr));
-            OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)nin, &one, scr,
-                                   CUDA_R_32F, (int)nin, x->data, CUDA_R_32F, (int)ldb, &zero,
-                                   (float *)out->data + r0, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
-                                   CUBLAS_GEMM_DEFAULT));
+            const blas_call g = blas_gemm(rows, n, nin, scr, CUDA_R_32F, nin, x->data, CUDA_R_32F, ldb,
+                                          (float *)out->data + r0, ldc, CUBLAS_COMPUTE_32F_FAST_TF32);
+            OB_TRY(blas_run(c, &g));
         }
     }
     if (bias) {
@@ -488,11 +673,9 @@ int cuda_gemm_settle(cuda_backend *c) {
     cuda_gemm_pend *p = &c->gpend;
     if (!p->on) return 0;
     p->on = false;
-    const float one = 1.0f, zero = 0.0f;
-    OB_GEMM(c, cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)p->nout, (int)p->n, (int)p->nin, &one, p->a,
-                           CUDA_R_16BF, (int)p->nin, p->x, CUDA_R_16BF, (int)p->nin, &zero, p->out, CUDA_R_32F,
-                           (int)p->ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    const blas_call g = blas_gemm(p->nout, p->n, p->nin, p->a, CUDA_R_16BF, p->nin, p->x, CUDA_R_16BF, p->nin, p->out,
+                                  p->ldc, CUBLAS_COMPUTE_32F);
+    return blas_run(c, &g);
 }
 
 /* w x joined with the held-back product when it can be; *joined says whether it was. */
@@ -519,11 +702,10 @@ static int gemm_try_join(cuda_backend *c, const ob_tensor *w, const ob_tensor *x
     const long long sa = (long long)((a1 - a0) / 2), sc = (long long)((c1 - c0) / (long long)sizeof(float));
     if ((a1 - a0) % 2 || (c1 - c0) % (long long)sizeof(float) || sc < p->n * ldc) return 0; /* outputs overlap */
     p->on = false;
-    const float one = 1.0f, zero = 0.0f;
-    OB_GEMM(c, cublasGemmStridedBatchedEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)p->nout, (int)p->n, (int)p->nin,
-                                          &one, a0, CUDA_R_16BF, (int)p->nin, sa, p->x, CUDA_R_16BF, (int)p->nin, 0,
-                                          &zero, (void *)c0, CUDA_R_32F, (int)ldc, sc, 2, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT));
+    blas_call g = blas_gemm(p->nout, p->n, p->nin, a0, CUDA_R_16BF, p->nin, p->x, CUDA_R_16BF, p->nin, (void *)c0, ldc,
+                            CUBLAS_COMPUTE_32F);
+    g.batched = 1, g.batch = 2, g.sa = sa, g.sb = 0, g.sc = sc;
+    OB_TRY(blas_run(c, &g));
     cuda_b16_made(c, x->data, p->n, p->nin, ldb); /* the input's bf16 copy stays valid for a third product */
     *joined = true;
     return 0;

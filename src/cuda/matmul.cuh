@@ -59,12 +59,12 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
  * the product skips its quantizing launch. */
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx);
 void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
+/* Run the product held back for a partner (cuda_gemm_pend), if any. */
+int cuda_gemm_settle(cuda_backend *c);
 /* The same for the bf16 copy the cuBLAS products on kept bf16 weight copies read: whether a
  * norm or GLU output of n tokens should be written as bf16 instead of q8 (batches of bf16_min
  * tokens and up once copies are kept), where it goes (the act16 scratch, [n][nin]), and the
  * note that `src` (rows ld floats apart) has one there, made by the current op. */
-/* Run the product held back for a partner (cuda_gemm_pend), if any. */
-int cuda_gemm_settle(cuda_backend *c);
 bool cuda_b16_wanted(const cuda_backend *c, int64_t n);
 int cuda_b16_target(cuda_backend *c, int64_t n, int64_t nin, void **xb);
 void cuda_b16_made(cuda_backend *c, const void *src, int64_t n, int64_t nin, int64_t ld);
@@ -118,5 +118,9 @@ int cuda_op_matmul(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const 
 
 /* Free the bf16 weight copies (matmul.cu; backend teardown). */
 void cuda_bf16_free(cuda_backend *c);
+/* cuBLAS's own workspace and the table of captured calls (matmul.cu): made when the backend is
+ * created (after its handle and stream), freed at teardown (before the handle). */
+int cuda_blas_init(cuda_backend *c);
+void cuda_blas_free(cuda_backend *c);
 
 #endif

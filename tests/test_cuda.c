@@ -58,6 +58,7 @@
 
 #include "backend/backend.h"
 #include "convert/convert.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "onebit.h"
 #include "quant/quant.h"
@@ -91,28 +92,45 @@ static bool backends(void) {
     return true;
 }
 
-/* A CUDA backend made while the variables of env ("NAME=VALUE", NULL-terminated) are set - a
- * backend reads its knobs when it is made - and put back as they were after; NULL (and a
- * failed check) when it cannot be made. GPU_WITH("OB_CUDA_MMQ=0", ...) spells the list. */
-static ob_backend *gpu_with(const char *const *env) {
-    char names[8][64], *old[8];
-    int k = 0;
-    for (; env[k] && k < 8; k++) {
-        const char *eq = strchr(env[k], '=');
+/* The variables of env ("NAME=VALUE", NULL-terminated, at most 8) set, and what they were kept
+ * in s for env_pop to put back. */
+typedef struct env_saved {
+    char names[8][64];
+    char *old[8];
+    int k;
+} env_saved;
+
+static void env_push(env_saved *s, const char *const *env) {
+    s->k = 0;
+    for (; env[s->k] && s->k < 8; s->k++) {
+        const char *eq = strchr(env[s->k], '=');
         if (!eq) break; /* not NAME=VALUE: a broken test, reported below */
-        snprintf(names[k], sizeof names[k], "%.*s", (int)(eq - env[k]), env[k]);
-        const char *was = getenv(names[k]);
-        old[k] = was ? strdup(was) : NULL;
-        setenv(names[k], eq + 1, 1);
+        snprintf(s->names[s->k], sizeof s->names[s->k], "%.*s", (int)(eq - env[s->k]), env[s->k]);
+        const char *was = getenv(s->names[s->k]);
+        s->old[s->k] = was ? strdup(was) : NULL;
+        setenv(s->names[s->k], eq + 1, 1);
     }
-    CHECK_MSG(!env[k], "GPU_WITH: '%s' is not NAME=VALUE, or more than 8 variables", env[k] ? env[k] : "");
+    CHECK_MSG(!env[s->k], "env: '%s' is not NAME=VALUE, or more than 8 variables", env[s->k] ? env[s->k] : "");
+}
+
+static void env_pop(env_saved *s) {
+    for (int i = 0; i < s->k; i++) { /* back to what they were */
+        if (s->old[i]) setenv(s->names[i], s->old[i], 1);
+        else unsetenv(s->names[i]);
+        free(s->old[i]);
+    }
+    s->k = 0;
+}
+
+/* A CUDA backend made while the variables of env are set - a backend reads its knobs when it
+ * is made - and put back as they were after; NULL (and a failed check) when it cannot be
+ * made. GPU_WITH("OB_CUDA_MMQ=0", ...) spells the list. */
+static ob_backend *gpu_with(const char *const *env) {
+    env_saved s;
+    env_push(&s, env);
     ob_backend *b = NULL;
     CHECK_OK(ob_backend_cuda_create(0, &b));
-    for (int i = 0; i < k; i++) { /* back to what they were */
-        if (old[i]) setenv(names[i], old[i], 1);
-        else unsetenv(names[i]);
-        free(old[i]);
-    }
+    env_pop(&s);
     return b;
 }
 #define GPU_WITH(...) gpu_with((const char *const[]){__VA_ARGS__, NULL})
@@ -2548,6 +2566,177 @@ TEST(model_repeatable) {
         free(b.logits);
     }
     unlink(out);
+}
+
+/* ---- decode steps of 17..64 tokens in CUDA graphs ----
+ *
+ * Steps of 32 and 64 sequences (17 and 48 between them) alternate between two contexts of one
+ * model, so each batch size repeats (a step above 16 tokens is recorded when the one before had
+ * as many), recordings of the same kernels update their graph (the contexts' buffers differ),
+ * and graphs built earlier are found again. Every logit of every step must have the same bits
+ * with graphs on as with OB_CUDA_GRAPHS=0. Four setups: every product through cuBLAS on kept
+ * bf16 copies (held back one op and joined in pairs: captured single and batched calls, the
+ * norm's and GLU's bf16 copies; qwen3's fused q/k norms), F16 weights straight into cuBLAS, the
+ * default knobs (the prompt batch makes the kept copies, so the steps take them as on the 8B),
+ * and no copies (the integer products: the recorder's fusions alone, nothing captured). The
+ * graphs-on model's OB_CUDA_STATS line must show graphs launched, and for the cuBLAS setups
+ * calls captured and captured nodes updated. */
+static char g_stats[512];
+
+static void stats_catch(ob_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (strncmp(msg, "CUDA stats:", 11) == 0)
+        snprintf(g_stats, sizeof g_stats, "%s", msg);
+    else
+        fprintf(stderr, "1bit %d: %s\n", (int)level, msg);
+}
+
+#define GS_SEQ 64
+#define GS_PROMPT 3
+static const int k_gs_sizes[] = {32, 32, 32, 17, 17, 64, 64, 64, 48, 48, 32, 32, 64, 64};
+#define GS_STEPS ((int)(sizeof k_gs_sizes / sizeof k_gs_sizes[0]))
+
+/* The schedule on `path` loaded with env set: prompts of GS_PROMPT tokens for GS_SEQ sequences
+ * in each of two contexts (one batch each, outside graphs), then each entry of k_gs_sizes on
+ * both contexts in turn (that many sequences, one token each, logits for all). Returns every
+ * step's logits in order (*bytes of them), NULL when a step failed. */
+static float *graph_steps(const char *path, const char *const *env, size_t *bytes) {
+    *bytes = 0;
+    env_saved es;
+    env_push(&es, env);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = "cuda";
+    ob_model *m = NULL;
+    CHECK_OK(ob_model_load(path, &mp, &m));
+    env_pop(&es);
+    if (!m) return NULL;
+    const int V = ob_model_n_vocab(m);
+    size_t total = 0;
+    for (int i = 0; i < GS_STEPS; i++) total += 2 * (size_t)k_gs_sizes[i] * (size_t)V;
+    float *out = malloc(total * sizeof(float));
+    ob_context_params cp = ob_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_seq_max = GS_SEQ;
+    cp.n_batch = GS_SEQ * GS_PROMPT;
+    cp.kv_block_size = 16;
+    ob_context *ctx[2] = {NULL, NULL};
+    bool ok = out != NULL;
+    for (int k = 0; k < 2 && ok; k++) {
+        CHECK_OK(ob_context_create(m, &cp, &ctx[k]));
+        ok = ctx[k] != NULL;
+    }
+    ob_token tok[GS_SEQ * GS_PROMPT];
+    int32_t pos[GS_SEQ * GS_PROMPT], seq[GS_SEQ * GS_PROMPT];
+    int8_t want[GS_SEQ * GS_PROMPT];
+    int32_t next[2][GS_SEQ]; /* each sequence's next position */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < GS_SEQ; i++) next[k][i] = GS_PROMPT;
+    for (int k = 0; k < 2 && ok; k++) {
+        for (int i = 0; i < GS_SEQ * GS_PROMPT; i++) {
+            seq[i] = i / GS_PROMPT, pos[i] = i % GS_PROMPT, want[i] = 0;
+            tok[i] = (ob_token)(3 + (i * 37 + k * 11) % (V - 3));
+        }
+        ob_batch b = {GS_SEQ * GS_PROMPT, tok, pos, seq, want};
+        const int rc = ob_decode(ctx[k], &b);
+        CHECK_OK(rc);
+        ok = rc == 0;
+    }
+    size_t off = 0;
+    for (int st = 0; st < GS_STEPS && ok; st++)
+        for (int k = 0; k < 2 && ok; k++) {
+            const int n = k_gs_sizes[st];
+            for (int i = 0; i < n; i++) {
+                seq[i] = i, want[i] = 1;
+                pos[i] = next[k][i]++;
+                tok[i] = (ob_token)(3 + (i * 13 + st * 7 + k * 5) % (V - 3));
+            }
+            ob_batch b = {n, tok, pos, seq, want};
+            const int rc = ob_decode(ctx[k], &b);
+            CHECK_OK(rc);
+            ok = rc == 0;
+            for (int i = 0; ok && i < n; i++, off += (size_t)V) {
+                const float *l = ob_get_logits(ctx[k], i);
+                ok = l != NULL;
+                if (l) memcpy(out + off, l, (size_t)V * sizeof(float));
+            }
+        }
+    for (int k = 0; k < 2; k++) ob_context_free(ctx[k]);
+    ob_model_free(m); /* the backend's OB_CUDA_STATS line, if asked for, comes now */
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    *bytes = total * sizeof(float);
+    return out;
+}
+
+TEST(model_graph_steps_17_to_64) {
+    NEED_GPU();
+    /* knobs of both runs; the graphs-on run adds OB_CUDA_STATS=1, the other OB_CUDA_GRAPHS=0 */
+    static const struct {
+        const char *fixture;
+        ob_type type;
+        const char *what;
+        const char *env[3];
+        bool blas; /* its steps' products go through cuBLAS */
+    } cases[] = {
+        {"qwen3", OB_TYPE_Q8_0, "kept copies, joined", {"OB_CUDA_MMV_MAX=0", "OB_CUDA_MMQ=0", "OB_CUDA_BF16_CACHE=1"}, true},
+        {"llama", OB_TYPE_F16, "F16 weights", {"OB_CUDA_MMV_MAX=0", "OB_CUDA_MMQ=0", NULL}, true},
+        {"llama", OB_TYPE_Q8_0, "default knobs", {NULL}, true},
+        {"llama", OB_TYPE_Q8_0, "no copies", {"OB_CUDA_BF16_CACHE=0", NULL}, false},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        char dir[4200], out[256], what[64];
+        snprintf(dir, sizeof dir, "%s/tests/data/models/%s", source_dir(), cases[ci].fixture);
+        snprintf(out, sizeof out, "/tmp/ob_test_cuda_gs_%d.gguf", (int)getpid());
+        snprintf(what, sizeof what, "%s %s, %s", cases[ci].fixture, ob_type_name(cases[ci].type), cases[ci].what);
+        ob_convert_opts o;
+        ob_convert_opts_init(&o);
+        o.outtype = cases[ci].type;
+        if (ob_convert_hf(dir, out, &o) != 0) {
+            CHECK_MSG(0, "convert %s: %s", cases[ci].fixture, ob_last_error());
+            continue;
+        }
+        const char *env_on[5], *env_off[5];
+        int ne = 0;
+        for (; ne < 3 && cases[ci].env[ne]; ne++) env_on[ne] = env_off[ne] = cases[ci].env[ne];
+        env_on[ne] = "OB_CUDA_STATS=1", env_off[ne] = "OB_CUDA_GRAPHS=0";
+        env_on[ne + 1] = env_off[ne + 1] = NULL;
+        g_stats[0] = 0;
+        ob_log_set_callback(stats_catch, NULL);
+        size_t n_on = 0, n_off = 0;
+        float *on = graph_steps(out, env_on, &n_on);
+        ob_log_set_callback(NULL, NULL);
+        float *off = graph_steps(out, env_off, &n_off);
+        if (on && off) {
+            CHECK_EQ_INT((long long)n_on, (long long)n_off);
+            size_t first = n_on;
+            for (size_t i = 0; i < n_on / sizeof(float) && first == n_on; i++)
+                if (memcmp(&on[i], &off[i], sizeof(float)) != 0) first = i;
+            CHECK_MSG(first == n_on, "%s: logits differ with graphs on and off, first at float %zu (%.9g vs %.9g)",
+                      what, first, first < n_on ? (double)on[first] : 0.0, first < n_on ? (double)off[first] : 0.0);
+        }
+        unsigned long long ops = 0, drains = 0, launched = 0, built = 0, updated = 0, captured = 0, child_upd = 0;
+        double wait = 0;
+        const int got = sscanf(g_stats,
+                               "CUDA stats: %llu ops, %llu drains, %lf s waiting for the GPU in drains; %llu graphs "
+                               "launched, %llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu "
+                               "captured nodes updated",
+                               &ops, &drains, &wait, &launched, &built, &updated, &captured, &child_upd);
+        CHECK_MSG(got == 8, "%s: no OB_CUDA_STATS line from the graphs-on model ('%s')", what, g_stats);
+        /* 28 steps above 16 tokens, 21 of them after a step of their size */
+        CHECK_MSG(launched >= 21, "%s: %llu graphs launched", what, launched);
+        if (cases[ci].blas) {
+            CHECK_MSG(captured > 0, "%s: no cuBLAS call was captured", what);
+            CHECK_MSG(child_upd > 0, "%s: no captured node was updated", what);
+        }
+        fprintf(stderr, "  %-32s %zu logits the same bits; graphs %llu launched, %llu built, %llu kernel nodes updated, "
+                "%llu calls captured, %llu captured nodes updated\n", what, n_on / sizeof(float), launched, built,
+                updated, captured, child_upd);
+        free(on);
+        free(off);
+        unlink(out);
+    }
 }
 
 /* Every matmul of a whole model through cuBLAS (OB_CUDA_MMV_MAX=0: even

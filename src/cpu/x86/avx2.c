@@ -222,13 +222,15 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-INLINE void gemm_q4_0_half(const int NT, int64_t n, const void *panel, int h, const char *act, size_t as,
-                           float *out, size_t os) {
+INLINE void gemm_q4_0_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
     const int64_t nb = n / 32;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[2][4];
+    for (int t = 0; t < 8; t++) acc[t / 4][t % 4] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        for (int hh = 0; hh < HB; hh++) {
+        const int h = h0 + hh;
         const uint8_t *qb = a8_at(A8_Q4_0, panel, b, A8_CODES) + 32 * h;
         __m256i s[4];
         for (int j = 0; j < 4; j++) {
@@ -247,21 +249,80 @@ INLINE void gemm_q4_0_half(const int NT, int64_t n, const void *panel, int h, co
         for (int t = 0; t < NT; t++) {
             const ob_act_q8 *a = ACT_Q8(act, as, t, b);
             const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(-8 * a->s));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[t]);
+            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
+        }
         }
     }
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
 INLINE void pbody_q4_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
-    gemm_q4_0_half(NT, n, p, 0, a, as, o, os);
-    gemm_q4_0_half(NT, n, p, 1, a, as, o, os);
+    if (NT <= 2) {
+        gemm_q4_0_half(NT, 2, n, p, 0, a, as, o, os);
+    } else {
+        gemm_q4_0_half(NT, 1, n, p, 0, a, as, o, os);
+        gemm_q4_0_half(NT, 1, n, p, 1, a, as, o, os);
+    }
 }
 static void gemm_q4_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q4_0, n, p, act, as, nt, out, os);
 }
 static void pack_q4_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(A8_Q4_0, rows, rb, n, panel); }
 static size_t bytes_q4_0_avx2(int64_t n) { return a8_panel_bytes(A8_Q4_0, n); }
+
+/* Q8_0 panels (the same layout: codes stored + 128, flipped back here).
+ * Signed codes take the sign trick per chunk: |w| once for 8 rows, the
+ * broadcast activations signed by w per token; the pairs of products reach
+ * 2 * 128 * 127, so every vpmaddubsw goes straight through vpmaddwd into
+ * the block's int32 sum (two multiply instructions per 32 products, as the
+ * native dot, but without its per-row horizontal sums and activation loads). */
+INLINE void gemm_q8_0_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
+    const int64_t nb = n / 32;
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][4];
+    for (int t = 0; t < 8; t++) acc[t / 4][t % 4] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        for (int hh = 0; hh < HB; hh++) {
+        const int h = h0 + hh;
+        const uint8_t *qb = a8_at(A8_Q8_0, panel, b, A8_CODES) + 32 * h;
+        __m256i s[4];
+        for (int j = 0; j < 8; j++) {
+            const __m256i w = _mm256_xor_si256(_mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j)), flip);
+            const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(a->qs + 4 * j), w)), ones);
+                s[t] = j ? _mm256_add_epi32(s[t], p) : p;
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q8_0, panel, b, A8_D) + 16 * h)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
+        }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
+INLINE void pbody_q8_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    if (NT <= 2) {
+        gemm_q8_0_half(NT, 2, n, p, 0, a, as, o, os);
+    } else {
+        gemm_q8_0_half(NT, 1, n, p, 0, a, as, o, os);
+        gemm_q8_0_half(NT, 1, n, p, 1, a, as, o, os);
+    }
+}
+static void gemm_q8_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q8_0, n, p, act, as, nt, out, os);
+}
+static void pack_q8_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(A8_Q8_0, rows, rb, n, panel); }
+static size_t bytes_q8_0_avx2(int64_t n) { return a8_panel_bytes(A8_Q8_0, n); }
 
 /* ======================================================================
  * Q4_0 x 4-bit activations (W4A4)
@@ -790,13 +851,15 @@ INLINE __m256i scale_pairs8(const uint8_t *p) {
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-INLINE void gemm_q4_K_half(const int NT, int64_t n, const void *panel, int h, const char *act, size_t as,
-                           float *out, size_t os) {
+INLINE void gemm_q4_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
     const int64_t nsb = n / OB_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[2];
-    for (int t = 0; t < 2; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+        const int h = h0 + hh;
         const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q4K_SB_BYTES;
         const ob_act_q8K *a[2];
         __m256i isum[2];
@@ -832,11 +895,13 @@ INLINE void gemm_q4_K_half(const int NT, int64_t n, const void *panel, int h, co
                 m = _mm256_add_epi32(m, _mm256_madd_epi16(mv, _mm256_set1_epi32(bs)));
             }
             const __m256 da = _mm256_set1_ps(a[t]->d);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[t]);
+            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[hh][t]);
+            acc[hh][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[hh][t]);
+        }
         }
     }
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
 /* Q6_K: a super-block of 16 rows is 3360 bytes:
@@ -873,17 +938,19 @@ static void pack_q6_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) 
 }
 static size_t bytes_q6_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q6K_SB_BYTES; }
 
-INLINE void gemm_q6_K_half(const int NT, int64_t n, const void *panel, int h, const char *act, size_t as,
-                           float *out, size_t os) {
+INLINE void gemm_q6_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
     const int64_t nsb = n / OB_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const __m256i dup_even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4,
                                               5, 8, 9, 8, 9, 12, 13, 12, 13);
     const __m256i dup_odd = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
                                              6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
-    __m256 acc[2];
-    for (int t = 0; t < 2; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+        const int h = h0 + hh;
         const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q6K_SB_BYTES;
         const ob_act_q8K *a[2];
         __m256i isum[2];
@@ -933,20 +1000,20 @@ INLINE void gemm_q6_K_half(const int NT, int64_t n, const void *panel, int h, co
                 off = _mm256_add_epi32(off, _mm256_madd_epi16(P, _mm256_set1_epi32(bs)));
             }
             const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[t]);
+            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
+        }
         }
     }
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * h, acc[t]);
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
-#define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                          \
-    do {                                                                                \
-        for (int h_ = 0; h_ < 2; h_++) {                                                \
-            if ((NT) >= 2) half(2, n, p, h_, a, as, o, os);                             \
-            else half(1, n, p, h_, a, as, o, os);                                       \
-            if ((NT) == 4) half(2, n, p, h_, (a) + 2 * (as), as, (o) + 2 * (os), os);   \
-        }                                                                               \
+#define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                      \
+    do {                                                                            \
+        if ((NT) >= 2) half(2, 2, n, p, 0, a, as, o, os);                           \
+        else half(1, 2, n, p, 0, a, as, o, os);                                     \
+        if ((NT) == 4) half(2, 2, n, p, 0, (a) + 2 * (as), as, (o) + 2 * (os), os); \
     } while (0)
 
 INLINE void pbody_q4_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
@@ -1475,6 +1542,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q4_0].gemm = gemm_q4_0_avx2;
     k->mm[OB_TYPE_Q4_0].packed_a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].gemm_a4 = gemm_q4_0_avx2;
+    k->mm[OB_TYPE_Q8_0].packed_act = OB_ACT_Q8;
+    k->mm[OB_TYPE_Q8_0].panel_bytes = bytes_q8_0_avx2;
+    k->mm[OB_TYPE_Q8_0].pack = pack_q8_0_avx2;
+    k->mm[OB_TYPE_Q8_0].gemm = gemm_q8_0_avx2;
     k->mm[OB_TYPE_Q4_K].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_Q4_K].panel_bytes = bytes_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].pack = pack_q4_K_avx2;

@@ -199,7 +199,8 @@ DEF_A8(iq4_nl, A8_IQ4_NL)
 DEF_A8(mxfp4, A8_MXFP4)
 
 /* ======================================================================
- * Q4_0 panels (x86/panel_a8.h: avx512.c's layout)
+ * Panels of the 32-element types Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (x86/panel_a8.h:
+ * avx512.c's layout)
  *
  * A 64-byte chunk holds 4 code bytes of each of 16 rows; its two 32-byte
  * halves are rows 0-7 and 8-15, one row per 32-bit lane. For a half,
@@ -211,9 +212,11 @@ DEF_A8(mxfp4, A8_MXFP4)
  * vpmaddwd per token, where the native `dot` spends one vpmaddubsw and one
  * vpmaddwd per row and block. The -8 of the codes comes off the int32 sum
  * as -8 * s (the activation block's sum), then one float FMA by d_w * d_a.
- * Half by half over the panel (4 tokens' sums and accumulators fit the 16
- * registers only for one half); the panel stays in L1 for the second half.
- * The W4A4 path runs the same kernel on OB_ACT_Q4X (4-bit codes as bytes).
+ * Four tokens go half by half over the panel (their sums and accumulators
+ * fit the 16 registers only for one half; the panel stays in L1 for the
+ * second half); one or two tokens take both halves block by block, so a
+ * decode reads each panel once from memory. The W4A4 path runs the Q4_0
+ * kernel on OB_ACT_Q4X (4-bit codes as bytes).
  * ====================================================================== */
 
 INLINE __m256i bcast4(const int8_t *p) {
@@ -222,54 +225,90 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-INLINE void gemm_q4_0_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
-                           size_t as, float *out, size_t os) {
+/* The nibble types Q4_0, Q4_1, Q5_0, Q5_1 (Q5's fifth bits from the panel's qh area, see
+ * panel_a8.h). 5-bit codes (<= 31) leave room for only 4 vpmaddubsw in int16, so their low
+ * and high nibbles keep separate sums; the minimum of Q4_1/Q5_1 is one more FMA of m_w by
+ * d_a * s. */
+INLINE void gemm_a8n_half(const int kind, const int NT, const int HB, int64_t n, const void *panel, int h0,
+                          const char *act, size_t as, float *out, size_t os) {
     const int64_t nb = n / 32;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    const int off = a8_offset(kind), five = a8_has_h(kind);
     __m256 acc[2][4];
     for (int t = 0; t < 8; t++) acc[t / 4][t % 4] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         for (int hh = 0; hh < HB; hh++) {
-        const int h = h0 + hh;
-        const uint8_t *qb = a8_at(A8_Q4_0, panel, b, A8_CODES) + 32 * h;
-        __m256i s[4];
-        for (int j = 0; j < 4; j++) {
-            const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j));
-            const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            const int h = h0 + hh;
+            const uint8_t *qb = a8_at(kind, panel, b, A8_CODES) + 32 * h;
+            const __m256i hb = five ? _mm256_load_si256((const __m256i *)(const void *)(a8_at(kind, panel, b, A8_H) + 32 * h)) : m4;
+            __m256i sl[4], sh[4];
+            for (int j = 0; j < 4; j++) {
+                const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j));
+                __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                if (five) {
+                    const __m256i tj = _mm256_srli_epi16(hb, j);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(tj, 4), m10));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(tj, m10));
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                    const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(a->qs + 4 * j));
+                    const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(a->qs + 16 + 4 * j));
+                    if (five) {
+                        sl[t] = j ? _mm256_add_epi16(sl[t], pl) : pl;
+                        sh[t] = j ? _mm256_add_epi16(sh[t], ph) : ph;
+                    } else {
+                        const __m256i p = _mm256_add_epi16(pl, ph);
+                        sl[t] = j ? _mm256_add_epi16(sl[t], p) : p;
+                    }
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(kind, panel, b, A8_D) + 16 * h)));
+            const __m256 mw = a8_has_m(kind) ? _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(kind, panel, b, A8_M) + 16 * h))) : dw;
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
                 const ob_act_q8 *a = ACT_Q8(act, as, t, b);
-                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(a->qs + 4 * j)),
-                                                   _mm256_maddubs_epi16(hi, bcast4(a->qs + 16 + 4 * j)));
-                s[t] = j ? _mm256_add_epi16(s[t], p) : p;
+                __m256i i = _mm256_madd_epi16(sl[t], ones);
+                if (five) i = _mm256_add_epi32(i, _mm256_madd_epi16(sh[t], ones));
+                if (off) i = _mm256_add_epi32(i, _mm256_set1_epi32(-off * a->s));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
+                if (a8_has_m(kind)) acc[hh][t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->d * (float)a->s), acc[hh][t]);
             }
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q4_0, panel, b, A8_D) + 16 * h)));
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            const ob_act_q8 *a = ACT_Q8(act, as, t, b);
-            const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(-8 * a->s));
-            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
-        }
         }
     }
     for (int hh = 0; hh < HB; hh++)
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
-INLINE void pbody_q4_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
-    if (NT <= 2) {
-        gemm_q4_0_half(NT, 2, n, p, 0, a, as, o, os);
-    } else {
-        gemm_q4_0_half(NT, 1, n, p, 0, a, as, o, os);
-        gemm_q4_0_half(NT, 1, n, p, 1, a, as, o, os);
-    }
-}
-static void gemm_q4_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
-    SPLIT_NT(pbody_q4_0, n, p, act, as, nt, out, os);
-}
-static void pack_q4_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(A8_Q4_0, rows, rb, n, panel); }
-static size_t bytes_q4_0_avx2(int64_t n) { return a8_panel_bytes(A8_Q4_0, n); }
+/* Q4_0/Q4_1: 4 tokens a half-panel at a time, or 1-2 tokens with both halves block by block;
+ * Q5_0/Q5_1 (two int16 sums a token): 2 tokens at a time. */
+#define DEF_A8N(name, kind)                                                                                       \
+    INLINE void pbody_##name(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o,        \
+                             size_t os) {                                                                       \
+        if (NT <= 2) {                                                                                          \
+            gemm_a8n_half(kind, NT, 2, n, p, 0, a, as, o, os);                                                  \
+        } else if (!a8_has_h(kind)) {                                                                           \
+            gemm_a8n_half(kind, NT, 1, n, p, 0, a, as, o, os);                                                  \
+            gemm_a8n_half(kind, NT, 1, n, p, 1, a, as, o, os);                                                  \
+        } else {                                                                                                \
+            gemm_a8n_half(kind, 2, 2, n, p, 0, a, as, o, os);                                                   \
+            gemm_a8n_half(kind, 2, 2, n, p, 0, a + 2 * as, as, o + 2 * os, os);                                  \
+        }                                                                                                       \
+    }                                                                                                           \
+    static void gemm_##name##_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out,    \
+                                   size_t os) {                                                                 \
+        SPLIT_NT(pbody_##name, n, p, act, as, nt, out, os);                                                     \
+    }                                                                                                           \
+    static void pack_##name##_avx2(const void *rows, size_t rb, int64_t n, void *panel) {                       \
+        pack_a8(kind, rows, rb, n, panel);                                                                      \
+    }                                                                                                           \
+    static size_t bytes_##name##_avx2(int64_t n) { return a8_panel_bytes(kind, n); }
+
+DEF_A8N(q4_0, A8_Q4_0)
+DEF_A8N(q4_1, A8_Q4_1)
+DEF_A8N(q5_0, A8_Q5_0)
+DEF_A8N(q5_1, A8_Q5_1)
 
 /* Q8_0 panels (the same layout: codes stored + 128, flipped back here).
  * Signed codes take the sign trick per chunk: |w| once for 8 rows, the
@@ -1536,16 +1575,17 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
 #undef SET
     k->mm[OB_TYPE_Q4_0].a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].dot_a4 = dot_q4_0_a4_avx2;
-    k->mm[OB_TYPE_Q4_0].packed_act = OB_ACT_Q8;
-    k->mm[OB_TYPE_Q4_0].panel_bytes = bytes_q4_0_avx2;
-    k->mm[OB_TYPE_Q4_0].pack = pack_q4_0_avx2;
-    k->mm[OB_TYPE_Q4_0].gemm = gemm_q4_0_avx2;
+#define PACK(T, name) \
+    k->mm[T].packed_act = OB_ACT_Q8, k->mm[T].panel_bytes = bytes_##name##_avx2, k->mm[T].pack = pack_##name##_avx2, \
+    k->mm[T].gemm = gemm_##name##_avx2
+    PACK(OB_TYPE_Q4_0, q4_0);
+    PACK(OB_TYPE_Q4_1, q4_1);
+    PACK(OB_TYPE_Q5_0, q5_0);
+    PACK(OB_TYPE_Q5_1, q5_1);
+    PACK(OB_TYPE_Q8_0, q8_0);
+#undef PACK
     k->mm[OB_TYPE_Q4_0].packed_a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].gemm_a4 = gemm_q4_0_avx2;
-    k->mm[OB_TYPE_Q8_0].packed_act = OB_ACT_Q8;
-    k->mm[OB_TYPE_Q8_0].panel_bytes = bytes_q8_0_avx2;
-    k->mm[OB_TYPE_Q8_0].pack = pack_q8_0_avx2;
-    k->mm[OB_TYPE_Q8_0].gemm = gemm_q8_0_avx2;
     k->mm[OB_TYPE_Q4_K].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_Q4_K].panel_bytes = bytes_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].pack = pack_q4_K_avx2;

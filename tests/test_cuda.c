@@ -2739,6 +2739,67 @@ TEST(model_graph_steps_17_to_64) {
     }
 }
 
+/* A pair whose kept copies lie in the other address order than its outputs (matmul.cu,
+ * gemm_try_join: the 8B's gate and up) has the two copies' contents exchanged once and joins
+ * from then on. Which order cudaMalloc gives is not ours to choose, so both output orders run,
+ * each on a backend of its own: in each, at least 3 of 4 repetitions must join (all 4 when the
+ * orders agree; the first runs alone when it exchanges), every output right. */
+TEST(op_matmul_gemm_join_exchange) {
+    NEED_GPU();
+    const int64_t nin = 256, nout = 128, n = 24;
+    wt w1, w2;
+    wt_new(&w1, OB_TYPE_Q4_K, nin, nout, 1.0f);
+    wt_new(&w2, OB_TYPE_Q8_0, nin, nout, 1.0f);
+    act x, big;
+    act_rand(&x, nin, n, 1.0f);
+    act_new(&big, nout, 2 * n, NULL);
+    const size_t ob = (size_t)(nout * n) * sizeof(float);
+    float *a = malloc(ob), *b = malloc(ob), *nan2 = malloc(2 * ob);
+    for (size_t i = 0; i < 2 * ob / sizeof(float); i++) nan2[i] = NAN;
+    for (int order = 0; order < 2; order++) {
+        g_stats[0] = 0;
+        ob_log_set_callback(stats_catch, NULL);
+        ob_backend *g = GPU_WITH("OB_CUDA_BF16_CACHE=1", "OB_CUDA_MMW=0", "OB_CUDA_STATS=1");
+        if (!g) {
+            ob_log_set_callback(NULL, NULL);
+            break;
+        }
+        ob_tensor t1 = w1.c, t2 = w2.c, lo = big.g, hi = big.g;
+        lo.ne[1] = hi.ne[1] = n;
+        hi.data = (float *)big.g.data + nout * n;
+        CHECK_OK(g->ops->weight(g, &t1, w1.q));
+        CHECK_OK(g->ops->weight(g, &t2, w2.q));
+        CHECK_OK(g->ops->matmul(g, &t1, &x.g, NULL, &lo)); /* the copies */
+        CHECK_OK(g->ops->matmul(g, &t2, &x.g, NULL, &lo));
+        ob_tensor *o1 = order ? &hi : &lo, *o2 = order ? &lo : &hi;
+        for (int rep = 0; rep < 4; rep++) {
+            CHECK_OK(g->ops->upload(g, big.g.data, nan2, 2 * ob));
+            CHECK_OK(g->ops->matmul(g, &t1, &x.g, NULL, o1));
+            CHECK_OK(g->ops->matmul(g, &t2, &x.g, NULL, o2));
+            CHECK_OK(g->ops->download(g, a, o1->data, ob));
+            CHECK_OK(g->ops->download(g, b, o2->data, ob));
+            char what[64];
+            snprintf(what, sizeof what, "order %d, repetition %d: first", order, rep);
+            join_check(what, &w1, &x, a, nin, nout, n);
+            snprintf(what, sizeof what, "order %d, repetition %d: second", order, rep);
+            join_check(what, &w2, &x, b, nin, nout, n);
+        }
+        ob_backend_free(g); /* the stats line comes now */
+        ob_log_set_callback(NULL, NULL);
+        const char *j = strstr(g_stats, "products joined");
+        unsigned long long joins = 0, exch = 0;
+        const char *k = j;
+        while (k && k > g_stats && k[-1] != ';') k--; /* back to the number before "products joined" */
+        CHECK_MSG(j && sscanf(k, " %llu products joined, %llu pairs of copies exchanged", &joins, &exch) == 2,
+                  "order %d: no join count in the stats line ('%s')", order, g_stats);
+        CHECK_MSG(joins >= 3 && exch <= 1, "order %d: %llu of 4 pairs joined, %llu exchanges", order, joins, exch);
+        fprintf(stderr, "  order %d: %llu of 4 pairs joined, %llu exchange(s)\n", order, joins, exch);
+    }
+    free(a), free(b), free(nan2);
+    act_free(&x), act_free(&big);
+    wt_free(&w1), wt_free(&w2);
+}
+
 /* Every matmul of a whole model through cuBLAS (OB_CUDA_MMV_MAX=0: even
  * single tokens): 16-bit tensor cores against the CPU. */
 TEST(model_cublas_path) {

@@ -662,9 +662,10 @@ static void cuda_free_backend(ob_backend *b) {
         char msg[512];
         snprintf(msg, sizeof msg,
                  "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains; %llu graphs launched, "
-                 "%llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu captured nodes updated",
+                 "%llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu captured nodes updated; "
+                 "%llu products joined, %llu pairs of copies exchanged",
                  c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates, c->n_captures,
-                 c->n_child_updates);
+                 c->n_child_updates, c->n_joins, c->n_exchanges);
         log_msg(1, msg);
     }
     cudaSetDevice(c->device);

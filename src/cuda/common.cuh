@@ -362,6 +362,7 @@ typedef struct cuda_backend {
     size_t blas_ws_bytes;
     struct cuda_blas_graphs *blas_graphs;
     unsigned long long n_captures, n_child_updates;
+    unsigned long long n_joins, n_exchanges; /* products joined in pairs; pairs of kept copies exchanged (matmul.cu) */
     /* OB_CUDA_PROF=1: every kernel, cuBLAS product and download between a
      * pair of events (graphs off), read back at the next drain (the stream
      * is never stopped for it, so the GPU keeps its clocks), summed per

@@ -419,14 +419,14 @@ TEST(imatrix_required_and_missing_quantizers) {
         CHECK_MSG(strstr(ob_last_error(), "importance matrix") != NULL, "%s: %s", need[i], ob_last_error());
         CHECK(access(out, F_OK) != 0);
     }
-    /* with an imatrix, the codebook mixes quantize (src/quant/iq_quant.c); under ASan only
-     * IQ2_XXS and IQ1_M (kld_iq_synthetic runs the others there too) */
+    /* with an imatrix, the codebook mixes quantize (src/quant/iq_quant.c); under ASan none
+     * here (kld_iq_synthetic quantizes IQ3_XXS, IQ2_XXS and IQ1_M with an imatrix there) */
     ob_imatrix *im = NULL;
     CHECK_OK(ob_imatrix_create(&im));
     ob_quantize_params p;
     ob_quantize_params_init(&p);
     p.imatrix = im;
-    for (size_t i = 0; i + 1 < sizeof need / sizeof need[0]; i += TEST_SANITIZED ? 5 : 1)
+    for (size_t i = 0; !TEST_SANITIZED && i + 1 < sizeof need / sizeof need[0]; i++)
         CHECK_MSG(ob_quantize_file(src, out, ob_ftype_find(need[i]), &p, NULL) == 0, "%s: %s", need[i],
                   ob_last_error());
     /* Q2_K_S has one: with an imatrix it runs */
@@ -552,9 +552,9 @@ TEST(kld_ordered_by_bits_synthetic) {
  * IQ3 mix below every IQ2 mix, every IQ2 mix below every IQ1 mix, IQ3_XXS
  * no worse than Q2_K (2.6 bpw and more on attn_v/ffn_down/output). IQ1_M and
  * IQ1_S come out about equal here (2.84 vs 2.83), so they are not ordered.
- * Under ASan (TEST_SANITIZED) one mix of each kind of grid runs - IQ3_S,
- * IQ3_XXS, IQ2_S, IQ2_XXS, IQ1_M - and Q2_K, with the same order checks
- * among them; the release stage runs all ten. */
+ * Under ASan (TEST_SANITIZED) one mix of each family runs - IQ3_XXS, IQ2_XXS,
+ * IQ1_M - and Q2_K, with the same order checks among them; the release stage
+ * runs all ten. */
 TEST(kld_iq_synthetic) {
     const char *src = synth_path();
     if (!src) return;
@@ -574,7 +574,7 @@ TEST(kld_iq_synthetic) {
     /* IQ3 mixes first (0..3), then IQ2 (4..7), IQ1 (8..9); Q2_K last */
     const char *mixes[M] = {"IQ3_M", "IQ3_S", "IQ3_XS", "IQ3_XXS", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S"};
     double k[M + 1] = {0};
-    const bool light[M] = {false, true, false, true, false, true, false, true, true, false};
+    const bool light[M] = {false, false, false, true, false, false, false, true, true, false};
     for (int i = 0; i <= M; i++) {
         if (TEST_SANITIZED && i < M && !light[i]) continue;
         const char *mix = i < M ? mixes[i] : "Q2_K", *out = tmp("iq.gguf");
@@ -1067,8 +1067,9 @@ TEST(imatrix_llama_layout_used) {
             for (int64_t j = 0; j < 512; j++) CHECK_NEAR(wv[j], im_mean(i, j), 1e-6 * im_mean(i, j));
 
     /* quantize: with the file, with the in-memory means, without */
+    /* under ASan Q4_0, Q4_1 and IQ4_XS (kld_iq_synthetic takes the codebook quantizers there) */
     const char *mixes[] = {"Q4_0", "IQ3_XXS", "Q4_1", "Q5_1", "IQ4_XS"};
-    for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k++) {
+    for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k += TEST_SANITIZED ? 2 : 1) {
         const char *o_file = tmp("im-file.gguf"), *o_mem = tmp("im-mem.gguf"), *o_none = tmp("im-none.gguf");
         ob_quantize_params p;
         ob_quantize_params_init(&p);

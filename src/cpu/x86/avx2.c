@@ -226,6 +226,10 @@ DEF_A8(mxfp4, A8_MXFP4)
  * Qwen3-0.6B Q4_K_M with 2 threads +25%. Prefetch never faults, so running past the last
  * panel is harmless. OB_AVX2_PREFETCH=bytes tunes it, 0 turns it off. */
 static int g_pf = 1024;
+/* Prefetch `lines` cache lines g_pf bytes past p. */
+INLINE void prefetch_ahead(const void *p, int lines) {
+    for (int l = 0; l < lines; l++) _mm_prefetch((const char *)p + g_pf + 64 * l, _MM_HINT_T0);
+}
 INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -248,9 +252,8 @@ INLINE void gemm_a8n_half(const int kind, const int NT, const int HB, int64_t n,
             const int h = h0 + hh;
             const uint8_t *qb = a8_at(kind, panel, b, A8_CODES) + 32 * h;
             if (HB == 2 && hh == 0 && g_pf) {
-                const char *pf = (const char *)a8_at(kind, panel, b, A8_CODES) + g_pf;
-                for (int l = 0; l < 4; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-                if ((b & 3) == 0) _mm_prefetch((const char *)a8_at(kind, panel, b, A8_D) + g_pf, _MM_HINT_T0);
+                prefetch_ahead(a8_at(kind, panel, b, A8_CODES), 4);
+                if ((b & 3) == 0) prefetch_ahead(a8_at(kind, panel, b, A8_D), 1);
             }
             const __m256i hb = five ? _mm256_load_si256((const __m256i *)(const void *)(a8_at(kind, panel, b, A8_H) + 32 * h)) : m4;
             __m256i sl[4], sh[4];
@@ -336,30 +339,29 @@ INLINE void gemm_q8_0_half(const int NT, const int HB, int64_t n, const void *pa
     for (int t = 0; t < 8; t++) acc[t / 4][t % 4] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         for (int hh = 0; hh < HB; hh++) {
-        const int h = h0 + hh;
-        const uint8_t *qb = a8_at(A8_Q8_0, panel, b, A8_CODES) + 32 * h;
-        __m256i s[4];
-        if (HB == 2 && hh == 0 && g_pf) {
-            const char *pf = (const char *)a8_at(A8_Q8_0, panel, b, A8_CODES) + g_pf;
-            for (int l = 0; l < 8; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-            if ((b & 3) == 0) _mm_prefetch((const char *)a8_at(A8_Q8_0, panel, b, A8_D) + g_pf, _MM_HINT_T0);
-        }
-        for (int j = 0; j < 8; j++) {
-            const __m256i w = _mm256_xor_si256(_mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j)), flip);
-            const __m256i aw = _mm256_abs_epi8(w);
+            const int h = h0 + hh;
+            const uint8_t *qb = a8_at(A8_Q8_0, panel, b, A8_CODES) + 32 * h;
+            __m256i s[4];
+            if (HB == 2 && hh == 0 && g_pf) {
+                prefetch_ahead(a8_at(A8_Q8_0, panel, b, A8_CODES), 8);
+                if ((b & 3) == 0) prefetch_ahead(a8_at(A8_Q8_0, panel, b, A8_D), 1);
+            }
+            for (int j = 0; j < 8; j++) {
+                const __m256i w = _mm256_xor_si256(_mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j)), flip);
+                const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(a->qs + 4 * j), w)), ones);
+                    s[t] = j ? _mm256_add_epi32(s[t], p) : p;
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q8_0, panel, b, A8_D) + 16 * h)));
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
                 const ob_act_q8 *a = ACT_Q8(act, as, t, b);
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(a->qs + 4 * j), w)), ones);
-                s[t] = j ? _mm256_add_epi32(s[t], p) : p;
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
             }
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q8_0, panel, b, A8_D) + 16 * h)));
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            const ob_act_q8 *a = ACT_Q8(act, as, t, b);
-            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
-        }
         }
     }
     for (int hh = 0; hh < HB; hh++)
@@ -915,49 +917,49 @@ INLINE void gemm_q4_K_half(const int NT, const int HB, int64_t n, const void *pa
     for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         for (int hh = 0; hh < HB; hh++) {
-        const int h = h0 + hh;
-        const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q4K_SB_BYTES;
-        if (HB == 2 && hh == 0 && g_pf)
-            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)S + g_pf + 64 * l, _MM_HINT_T0);
-        const ob_act_q8K *a[2];
-        __m256i isum[2];
-        for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
-        for (int p = 0; p < 4; p++) {
-            const uint8_t *C = S + 320 + 512 * p + 32 * h;
+            const int h = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q4K_SB_BYTES;
             if (HB == 2 && hh == 0 && g_pf)
-                for (int l = 0; l < 8; l++) _mm_prefetch((const char *)C + g_pf + 64 * l, _MM_HINT_T0);
-            __m256i sa[2], sbh[2];
-            for (int j = 0; j < 8; j++) {
-                const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(C + 64 * j));
-                const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                prefetch_ahead(S, 5);
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                const uint8_t *C = S + 320 + 512 * p + 32 * h;
+                if (HB == 2 && hh == 0 && g_pf)
+                    prefetch_ahead(C, 8);
+                __m256i sa[2], sbh[2];
+                for (int j = 0; j < 8; j++) {
+                    const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(C + 64 * j));
+                    const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
 #pragma GCC unroll 2
-                for (int t = 0; t < NT; t++) {
-                    const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(a[t]->qs + 64 * p + 4 * j));
-                    const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(a[t]->qs + 64 * p + 32 + 4 * j));
-                    sa[t] = j ? _mm256_add_epi16(sa[t], pl) : pl;
-                    sbh[t] = j ? _mm256_add_epi16(sbh[t], ph) : ph;
+                    for (int t = 0; t < NT; t++) {
+                        const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(a[t]->qs + 64 * p + 4 * j));
+                        const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(a[t]->qs + 64 * p + 32 + 4 * j));
+                        sa[t] = j ? _mm256_add_epi16(sa[t], pl) : pl;
+                        sbh[t] = j ? _mm256_add_epi16(sbh[t], ph) : ph;
+                    }
                 }
-            }
-            const __m256i s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);
+                const __m256i s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);
 #pragma GCC unroll 2
-            for (int t = 0; t < NT; t++)
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], s0), _mm256_madd_epi16(sbh[t], s1)));
-        }
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 16 * h)));
-#pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) {
-            __m256i m = _mm256_setzero_si256();
-            for (int i = 0; i < 4; i++) {
-                const __m256i mv = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(const void *)(S + 192 + 32 * i + 16 * h)));
-                int32_t bs;
-                memcpy(&bs, a[t]->bsum32 + 2 * i, 4);
-                m = _mm256_add_epi32(m, _mm256_madd_epi16(mv, _mm256_set1_epi32(bs)));
+                for (int t = 0; t < NT; t++)
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], s0), _mm256_madd_epi16(sbh[t], s1)));
             }
-            const __m256 da = _mm256_set1_ps(a[t]->d);
-            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[hh][t]);
-            acc[hh][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[hh][t]);
-        }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
+            const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 16 * h)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                __m256i m = _mm256_setzero_si256();
+                for (int i = 0; i < 4; i++) {
+                    const __m256i mv = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(const void *)(S + 192 + 32 * i + 16 * h)));
+                    int32_t bs;
+                    memcpy(&bs, a[t]->bsum32 + 2 * i, 4);
+                    m = _mm256_add_epi32(m, _mm256_madd_epi16(mv, _mm256_set1_epi32(bs)));
+                }
+                const __m256 da = _mm256_set1_ps(a[t]->d);
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[hh][t]);
+                acc[hh][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[hh][t]);
+            }
         }
     }
     for (int hh = 0; hh < HB; hh++)
@@ -1010,64 +1012,61 @@ INLINE void gemm_q6_K_half(const int NT, const int HB, int64_t n, const void *pa
     for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         for (int hh = 0; hh < HB; hh++) {
-        const int h = h0 + hh;
-        const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q6K_SB_BYTES;
-        if (HB == 2 && hh == 0 && g_pf)
-            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)S + g_pf + 64 * l, _MM_HINT_T0);
-        const ob_act_q8K *a[2];
-        __m256i isum[2];
-        for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
-        for (int nh = 0; nh < 2; nh++)
-            for (int q = 0; q < 2; q++)
-                for (int cp = 0; cp < 2; cp++) {
-                    if (HB == 2 && hh == 0 && g_pf) {
-                        const char *pf = (const char *)S + 288 + 1536 * nh + 192 * (4 * q + 2 * cp) + g_pf;
-                        for (int l = 0; l < 6; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-                    }
-                    /* chunks c = 4q + 2cp, +1: each triple's 4 code vectors feed sub-blocks
-                     * 8nh + 2k + q (k 0..3), two chunks summed in int16 */
-                    __m256i s2[2][4];
-                    for (int ci = 0; ci < 2; ci++) {
-                        const int c = 4 * q + 2 * cp + ci;
-                        const uint8_t *C = S + 288 + 1536 * nh + 192 * c + 32 * h;
-                        const __m256i A = _mm256_load_si256((const __m256i *)(const void *)C);
-                        const __m256i B = _mm256_load_si256((const __m256i *)(const void *)(C + 64));
-                        const __m256i H = _mm256_load_si256((const __m256i *)(const void *)(C + 128));
-                        __m256i v[4];
-                        v[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
-                        v[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
-                        v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(H, m30));
-                        v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+            const int h = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q6K_SB_BYTES;
+            if (HB == 2 && hh == 0 && g_pf)
+                prefetch_ahead(S, 5);
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int nh = 0; nh < 2; nh++)
+                for (int q = 0; q < 2; q++)
+                    for (int cp = 0; cp < 2; cp++) {
+                        if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S + 288 + 1536 * nh + 192 * (4 * q + 2 * cp), 6);
+                        /* chunks c = 4q + 2cp, +1: each triple's 4 code vectors feed sub-blocks
+                         * 8nh + 2k + q (k 0..3), two chunks summed in int16 */
+                        __m256i s2[2][4];
+                        for (int ci = 0; ci < 2; ci++) {
+                            const int c = 4 * q + 2 * cp + ci;
+                            const uint8_t *C = S + 288 + 1536 * nh + 192 * c + 32 * h;
+                            const __m256i A = _mm256_load_si256((const __m256i *)(const void *)C);
+                            const __m256i B = _mm256_load_si256((const __m256i *)(const void *)(C + 64));
+                            const __m256i H = _mm256_load_si256((const __m256i *)(const void *)(C + 128));
+                            __m256i v[4];
+                            v[0] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                            v[1] = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(H, m30));
+                            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
 #pragma GCC unroll 2
-                        for (int t = 0; t < NT; t++)
-                            for (int k = 0; k < 4; k++) {
-                                const __m256i pr =
-                                    _mm256_maddubs_epi16(v[k], bcast4(a[t]->qs + 128 * nh + 32 * k + 16 * q + 4 * (2 * cp + ci)));
-                                s2[t][k] = ci ? _mm256_add_epi16(s2[t][k], pr) : pr;
-                            }
-                    }
-                    for (int k = 0; k < 4; k++) {
-                        const __m256i P = _mm256_cvtepi8_epi16(
-                            _mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * (4 * nh + k) + 16 * h)));
-                        const __m256i sc = _mm256_shuffle_epi8(P, q ? dup_odd : dup_even);
+                            for (int t = 0; t < NT; t++)
+                                for (int k = 0; k < 4; k++) {
+                                    const __m256i pr =
+                                        _mm256_maddubs_epi16(v[k], bcast4(a[t]->qs + 128 * nh + 32 * k + 16 * q + 4 * (2 * cp + ci)));
+                                    s2[t][k] = ci ? _mm256_add_epi16(s2[t][k], pr) : pr;
+                                }
+                        }
+                        for (int k = 0; k < 4; k++) {
+                            const __m256i P = _mm256_cvtepi8_epi16(
+                                _mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * (4 * nh + k) + 16 * h)));
+                            const __m256i sc = _mm256_shuffle_epi8(P, q ? dup_odd : dup_even);
 #pragma GCC unroll 2
-                        for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s2[t][k], sc));
+                            for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s2[t][k], sc));
+                        }
                     }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                __m256i off = _mm256_setzero_si256();
+                for (int i = 0; i < 8; i++) {
+                    const __m256i P = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * i + 16 * h)));
+                    int32_t bs;
+                    memcpy(&bs, a[t]->bsums + 2 * i, 4);
+                    off = _mm256_add_epi32(off, _mm256_madd_epi16(P, _mm256_set1_epi32(bs)));
                 }
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
-#pragma GCC unroll 2
-        for (int t = 0; t < NT; t++) {
-            __m256i off = _mm256_setzero_si256();
-            for (int i = 0; i < 8; i++) {
-                const __m256i P = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 32 * i + 16 * h)));
-                int32_t bs;
-                memcpy(&bs, a[t]->bsums + 2 * i, 4);
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(P, _mm256_set1_epi32(bs)));
+                const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
             }
-            const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
-            acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
-        }
         }
     }
     for (int hh = 0; hh < HB; hh++)

@@ -22,10 +22,12 @@
  *     so a weight block is unpacked once per group of tokens.
  *   - packed (optional, per tier and type): at load time the CPU backend
  *     repacks a weight of nout % 16 == 0 rows into panels of 16 rows whose
- *     blocks are interleaved 4 bytes per row (see x86/avx512.c for each
- *     type's panel layout and why). One SIMD lane then holds one row, so a
- *     dot product accumulates in lanes and needs no horizontal sums, and a
- *     broadcast activation word feeds 16 rows at once.
+ *     blocks are interleaved 4 bytes per row (see x86/avx512.c and, for
+ *     AVX2's own K-quant layouts, x86/avx2.c for each type's panel layout
+ *     and why). One SIMD lane then holds one row, so a dot product
+ *     accumulates in lanes and needs no horizontal sums, and a broadcast
+ *     activation word feeds 16 rows at once (8 on AVX2: a 32-byte half of
+ *     each 64-byte chunk).
  *
  * Batch invariance (docs/performance.md). Every kernel here must give a
  * row's result with arithmetic that depends on that row alone: a token's

@@ -230,6 +230,10 @@ static int g_pf = 1024;
 INLINE void prefetch_ahead(const void *p, int lines) {
     for (int l = 0; l < lines; l++) _mm_prefetch((const char *)p + g_pf + 64 * l, _MM_HINT_T0);
 }
+/* An empty asm that claims to change v: the compiler must compute v here, in this order, and
+ * cannot reassociate a chain of int16 adds into a tree (GCC did, for the panels' per-token
+ * sums: every partial product of a block stayed live, the rest spilled to the stack). */
+#define KEEP(v) __asm__("" : "+x"(v))
 INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -277,6 +281,8 @@ INLINE void gemm_a8n_half(const int kind, const int NT, const int HB, int64_t n,
                         const __m256i p = _mm256_add_epi16(pl, ph);
                         sl[t] = j ? _mm256_add_epi16(sl[t], p) : p;
                     }
+                    KEEP(sl[t]);
+                    if (five) KEEP(sh[t]);
                 }
             }
             const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(kind, panel, b, A8_D) + 16 * h)));
@@ -354,6 +360,7 @@ INLINE void gemm_q8_0_half(const int NT, const int HB, int64_t n, const void *pa
                     const ob_act_q8 *a = ACT_Q8(act, as, t, b);
                     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(a->qs + 4 * j), w)), ones);
                     s[t] = j ? _mm256_add_epi32(s[t], p) : p;
+                    KEEP(s[t]);
                 }
             }
             const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(A8_Q8_0, panel, b, A8_D) + 16 * h)));
@@ -938,6 +945,8 @@ INLINE void gemm_q4_K_half(const int NT, const int HB, int64_t n, const void *pa
                         const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(a[t]->qs + 64 * p + 32 + 4 * j));
                         sa[t] = j ? _mm256_add_epi16(sa[t], pl) : pl;
                         sbh[t] = j ? _mm256_add_epi16(sbh[t], ph) : ph;
+                        KEEP(sa[t]);
+                        KEEP(sbh[t]);
                     }
                 }
                 const __m256i s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);

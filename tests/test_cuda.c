@@ -60,8 +60,10 @@
 #include "convert/convert.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "gguf/gguf.h"
 #include "onebit.h"
 #include "quant/quant.h"
+#include "quant/quantize.h"
 #include "test.h"
 
 #ifndef OB_SOURCE_DIR
@@ -2597,10 +2599,10 @@ static const int k_gs_sizes[] = {32, 32, 32, 17, 17, 64, 64, 64, 48, 48, 32, 32,
 #define GS_STEPS ((int)(sizeof k_gs_sizes / sizeof k_gs_sizes[0]))
 
 /* The schedule on `path` loaded with env set: prompts of GS_PROMPT tokens for GS_SEQ sequences
- * in each of two contexts (one batch each, outside graphs), then each entry of k_gs_sizes on
- * both contexts in turn (that many sequences, one token each, logits for all). Returns every
- * step's logits in order (*bytes of them), NULL when a step failed. */
-static float *graph_steps(const char *path, const char *const *env, size_t *bytes) {
+ * in each of two contexts (one batch each, outside graphs), then each of the n_sizes entries of
+ * sizes on both contexts in turn (that many sequences, one token each, logits for all). Returns
+ * every step's logits in order (*bytes of them), NULL when a step failed. */
+static float *graph_steps_of(const char *path, const char *const *env, const int *sizes, int n_sizes, size_t *bytes) {
     *bytes = 0;
     env_saved es;
     env_push(&es, env);
@@ -2612,7 +2614,7 @@ static float *graph_steps(const char *path, const char *const *env, size_t *byte
     if (!m) return NULL;
     const int V = ob_model_n_vocab(m);
     size_t total = 0;
-    for (int i = 0; i < GS_STEPS; i++) total += 2 * (size_t)k_gs_sizes[i] * (size_t)V;
+    for (int i = 0; i < n_sizes; i++) total += 2 * (size_t)sizes[i] * (size_t)V;
     float *out = malloc(total * sizeof(float));
     ob_context_params cp = ob_context_default_params();
     cp.n_ctx = 64;
@@ -2642,9 +2644,9 @@ static float *graph_steps(const char *path, const char *const *env, size_t *byte
         ok = rc == 0;
     }
     size_t off = 0;
-    for (int st = 0; st < GS_STEPS && ok; st++)
+    for (int st = 0; st < n_sizes && ok; st++)
         for (int k = 0; k < 2 && ok; k++) {
-            const int n = k_gs_sizes[st];
+            const int n = sizes[st];
             for (int i = 0; i < n; i++) {
                 seq[i] = i, want[i] = 1;
                 pos[i] = next[k][i]++;
@@ -2668,6 +2670,10 @@ static float *graph_steps(const char *path, const char *const *env, size_t *byte
     }
     *bytes = total * sizeof(float);
     return out;
+}
+
+static float *graph_steps(const char *path, const char *const *env, size_t *bytes) {
+    return graph_steps_of(path, env, k_gs_sizes, GS_STEPS, bytes);
 }
 
 TEST(model_graph_steps_17_to_64) {
@@ -3276,4 +3282,315 @@ TEST(model_rotated_q4_0_vs_cpu) {
     }
     free(f.logits);
     unlink(rot);
+}
+
+/* ---- the GLU fused into the gate/up decode product ----
+ *
+ * With OB_CUDA_GLU_FUSE=1 (off by default: measured slower), while a step is recorded, a GLU
+ * whose gate and up are the two outputs of the gate/up product just recorded (one joined
+ * launch) is computed by that launch (cuda_op_glu): the integer kernel (mmvq.cu) writes
+ * h = act(g) * u and h's q8 copy for the down product, the F16/BF16 kernel (mmv16.cu) h
+ * alone. Nothing of the arithmetic may change: g, u, h and the
+ * down product must have the same bits as with OB_CUDA_GLU_FUSE=0 (the GLU's own launch after
+ * the same joined product). Each case starts a recording (get_rows), multiplies x by gate and
+ * up (with and without biases), applies the GLU into gate's rows, up's or a buffer of its own,
+ * and multiplies h by a down matrix that reads the copy. Every mmvq type and F16/BF16; rows
+ * of 256 (one warp a row), 8192 (four warps a row) and 4096 x 2560 (two); 1..8 tokens; the
+ * default knobs (6+ tokens take the tensor-core product: no fusion), OB_CUDA_MMQ=0 (every
+ * count fused), 4 rows a warp with 2 chunks in flight, 1 row a warp; and batch-invariant mode,
+ * which must fuse nothing. The fused backends' OB_CUDA_STATS line must count exactly the
+ * cases that fuse. */
+typedef struct glu_setup {
+    const char *env[4]; /* knobs of both backends; the fused one adds OB_CUDA_GLU_FUSE=1, the other =0 */
+    int ns[5], n_ns;    /* token counts */
+    bool mmq;           /* 6+ quantized tokens go to the tensor-core product (not fused) */
+    bool none;          /* nothing fuses (batch-invariant) */
+} glu_setup;
+
+static bool glu_case(ob_backend *bk[2], const wt *wg, const wt *wu, const wt *wd, const wt *bg, const wt *bu,
+                     int64_t nin, int64_t d, int64_t nd, int n, int yv, const char *what) {
+    act x, gate, up, y, down, table, rows;
+    act_rand(&x, nin, n, 1.0f);
+    act_new(&gate, d, n, NULL);
+    act_new(&up, d, n, NULL);
+    act_new(&y, d, n, NULL);
+    act_new(&down, nd, n, NULL);
+    act_rand(&table, 32, 4, 1.0f);
+    act_new(&rows, 32, n, NULL);
+    const int32_t ids[8] = {0, 1, 2, 3, 0, 1, 2, 3};
+    const size_t hb = (size_t)(d * n) * sizeof(float), db = (size_t)(nd * n) * sizeof(float);
+    float *got[2][4];
+    ob_tensor *yt = yv == 0 ? &gate.g : yv == 1 ? &up.g : &y.g;
+    for (int b = 0; b < 2; b++) {
+        ob_backend *g = bk[b];
+        /* once unrecorded first, so that every scratch buffer has its size (one that grows drains,
+         * which ends a recording) */
+        CHECK_OK(g->ops->matmul(g, &wg->g, &x.g, bg ? &bg->g : NULL, &gate.g));
+        CHECK_OK(g->ops->matmul(g, &wu->g, &x.g, bu ? &bu->g : NULL, &up.g));
+        CHECK_OK(g->ops->glu(g, OB_ACT_SILU, &gate.g, &up.g, yt));
+        CHECK_OK(g->ops->matmul(g, &wd->g, yt, NULL, &down.g));
+        CHECK_OK(g->ops->sync(g));
+        act_poison(&gate), act_poison(&up), act_poison(&y), act_poison(&down);
+        CHECK_OK(g_gpu->ops->sync(g_gpu));
+        CHECK_OK(g->ops->get_rows(g, &table.g, ids, n, &rows.g)); /* starts the recording */
+        CHECK_OK(g->ops->matmul(g, &wg->g, &x.g, bg ? &bg->g : NULL, &gate.g));
+        CHECK_OK(g->ops->matmul(g, &wu->g, &x.g, bu ? &bu->g : NULL, &up.g));
+        CHECK_OK(g->ops->glu(g, OB_ACT_SILU, &gate.g, &up.g, yt));
+        CHECK_OK(g->ops->matmul(g, &wd->g, yt, NULL, &down.g));
+        for (int k = 0; k < 4; k++) got[b][k] = malloc(k == 3 ? db : hb);
+        CHECK_OK(g->ops->download(g, got[b][0], gate.g.data, hb));
+        CHECK_OK(g->ops->download(g, got[b][1], up.g.data, hb));
+        CHECK_OK(g->ops->download(g, got[b][2], yt->data, hb));
+        CHECK_OK(g->ops->download(g, got[b][3], down.g.data, db));
+    }
+    static const char *const names[4] = {"gate", "up", "h", "down"};
+    bool same = true;
+    for (int k = 0; k < 4; k++) {
+        const size_t nf = (k == 3 ? db : hb) / sizeof(float);
+        size_t first = nf;
+        for (size_t i = 0; i < nf && first == nf; i++)
+            if (memcmp(&got[0][k][i], &got[1][k][i], sizeof(float)) != 0 && !(isnan(got[0][k][i]) && isnan(got[1][k][i])))
+                first = i;
+        /* h in place of gate or up: those rows hold h, compared as h */
+        CHECK_MSG(first == nf, "%s, %d tokens, h into %s: %s differs from OB_CUDA_GLU_FUSE=0 at %zu (%.9g vs %.9g)",
+                  what, n, yv == 0 ? "gate" : yv == 1 ? "up" : "its own rows", names[k], first,
+                  first < nf ? (double)got[0][k][first] : 0.0, first < nf ? (double)got[1][k][first] : 0.0);
+        same = same && first == nf;
+    }
+    /* written at all: h finite, the down product finite */
+    for (size_t i = 0; i < (size_t)(d * n); i++)
+        if (!isfinite(got[0][2][i])) {
+            CHECK_MSG(0, "%s, %d tokens: h[%zu] = %g", what, n, i, (double)got[0][2][i]);
+            same = false;
+            break;
+        }
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++) free(got[b][k]);
+    act_free(&x), act_free(&gate), act_free(&up), act_free(&y), act_free(&down), act_free(&table), act_free(&rows);
+    return same;
+}
+
+TEST(op_glu_fused) {
+    NEED_GPU();
+    static const glu_setup setups[] = {
+        {{"OB_CUDA_STATS=1", NULL}, {1, 2, 3, 5, 8}, 5, true, false},
+        {{"OB_CUDA_STATS=1", "OB_CUDA_MMQ=0", NULL}, {1, 4, 6, 7, 8}, 5, false, false},
+        {{"OB_CUDA_STATS=1", "OB_CUDA_MMVQ_R=4", "OB_CUDA_MMVQ_U=2", NULL}, {1, 2}, 2, true, false},
+        {{"OB_CUDA_STATS=1", "OB_CUDA_MMVQ_R=1", NULL}, {1, 3}, 2, true, false},
+        {{"OB_CUDA_STATS=1", "OB_CUDA_INVARIANT=1", NULL}, {1, 4}, 2, true, true},
+    };
+    static const ob_type types[] = {OB_TYPE_Q4_0, OB_TYPE_Q8_0, OB_TYPE_Q4_K, OB_TYPE_Q5_K,
+                                    OB_TYPE_Q6_K, OB_TYPE_F16,  OB_TYPE_BF16};
+    static const struct {
+        int64_t nin, d;
+        bool all; /* every type (else Q4_K and BF16) */
+    } shapes[] = {{256, 768, true}, {8192, 256, true}, {4096, 2560, false}};
+    const int nty = (int)(sizeof types / sizeof types[0]), nsh = (int)(sizeof shapes / sizeof shapes[0]);
+    const int64_t nd = 256; /* down rows */
+    wt w[3][7][3];          /* [shape][type]: gate, up, down */
+    bool have[3][7];
+    for (int si = 0; si < nsh; si++)
+        for (int ti = 0; ti < nty; ti++) {
+            have[si][ti] = shapes[si].all || types[ti] == OB_TYPE_Q4_K || types[ti] == OB_TYPE_BF16;
+            if (!have[si][ti]) continue;
+            wt_new(&w[si][ti][0], types[ti], shapes[si].nin, shapes[si].d, 0.05f);
+            wt_new(&w[si][ti][1], types[ti], shapes[si].nin, shapes[si].d, 0.05f);
+            wt_new(&w[si][ti][2], types[ti], shapes[si].d, nd, 0.05f);
+        }
+    wt bias[3][2]; /* [shape]: gate's, up's */
+    for (int si = 0; si < nsh; si++)
+        for (int k = 0; k < 2; k++) wt_new(&bias[si][k], OB_TYPE_F32, shapes[si].d, 1, 0.5f);
+    int ci = 0;
+    for (size_t u = 0; u < sizeof setups / sizeof setups[0]; u++) {
+        const glu_setup *st = &setups[u];
+        const char *on[6] = {"OB_CUDA_GLU_FUSE=1"}, *off[6];
+        int k = 0;
+        for (; st->env[k]; k++) {
+            on[k + 1] = st->env[k];
+            off[k] = strcmp(st->env[k], "OB_CUDA_STATS=1") ? st->env[k] : "OB_CUDA_GLU_FUSE=0";
+        }
+        on[k + 1] = off[k] = NULL;
+        g_stats[0] = 0;
+        ob_log_set_callback(stats_catch, NULL);
+        ob_backend *bk[2] = {gpu_with(on), gpu_with(off)};
+        unsigned long long want = 0;
+        int bad = 0;
+        for (int si = 0; bk[0] && bk[1] && si < nsh; si++)
+            for (int ti = 0; ti < nty; ti++) {
+                if (!have[si][ti]) continue;
+                const bool q = types[ti] != OB_TYPE_F16 && types[ti] != OB_TYPE_BF16;
+                for (int ni = 0; ni < st->n_ns; ni++, ci++) {
+                    const int n = st->ns[ni];
+                    const bool with_bias = ci % 4 == 1;
+                    char what[160];
+                    snprintf(what, sizeof what, "%s%s%s: %s %lld -> %lld%s", st->env[1] ? st->env[1] : "default",
+                             st->env[1] && st->env[2] ? " " : "", st->env[1] && st->env[2] ? st->env[2] : "",
+                             ob_type_name(types[ti]), (long long)shapes[si].nin, (long long)shapes[si].d,
+                             with_bias ? ", biases" : "");
+                    if (!glu_case(bk, &w[si][ti][0], &w[si][ti][1], &w[si][ti][2], with_bias ? &bias[si][0] : NULL,
+                                  with_bias ? &bias[si][1] : NULL, shapes[si].nin, shapes[si].d, nd, n, ci % 3, what))
+                        bad++;
+                    if (!st->none && !(st->mmq && q && n >= 6)) want++;
+                }
+            }
+        ob_backend_free(bk[0]); /* the stats line comes now */
+        ob_backend_free(bk[1]);
+        ob_log_set_callback(NULL, NULL);
+        const char *sc = strrchr(g_stats, ';');
+        unsigned long long fused = 0;
+        CHECK_MSG(sc && sscanf(sc + 1, " %llu GLUs fused", &fused) == 1, "%s: no GLU count in the stats line ('%s')",
+                  st->env[1] ? st->env[1] : "default", g_stats);
+        CHECK_MSG(fused == want, "%s: %llu GLUs fused, %llu expected", st->env[1] ? st->env[1] : "default", fused, want);
+        fprintf(stderr, "  %-20s %-16s %llu GLUs fused (%llu expected), %d case(s) differing\n",
+                st->env[1] ? st->env[1] : "default", st->env[1] && st->env[2] ? st->env[2] : "", fused, want, bad);
+    }
+    for (int si = 0; si < nsh; si++)
+        for (int ti = 0; ti < nty; ti++)
+            if (have[si][ti])
+                for (int k = 0; k < 3; k++) wt_free(&w[si][ti][k]);
+    for (int si = 0; si < nsh; si++) wt_free(&bias[si][0]), wt_free(&bias[si][1]);
+}
+
+/* A llama whose rows every integer kernel takes (Q4_K's 256-element blocks): 256 wide, an FFN of
+ * 768, 2 layers, 4 query heads of 64 over 2 KV heads, the llama fixture's vocabulary (384),
+ * random F32 weights (norms 1), written to path. */
+static bool wide_llama(const char *path) {
+    char dir[4200], voc[256];
+    snprintf(dir, sizeof dir, "%s/tests/data/models/llama", source_dir());
+    snprintf(voc, sizeof voc, "/tmp/ob_test_cuda_wv_%d.gguf", (int)getpid());
+    ob_convert_opts o;
+    ob_convert_opts_init(&o);
+    o.outtype = OB_TYPE_F32;
+    if (ob_convert_hf(dir, voc, &o) != 0) {
+        CHECK_MSG(0, "convert llama: %s", ob_last_error());
+        return false;
+    }
+    const int64_t E = 256, F = 768, L = 2, H = 4, HKV = 2, HD = 64, V = 384;
+    ob_gguf *v = NULL;
+    ob_gguf_writer *w = NULL;
+    int rc = ob_gguf_open(voc, &v);
+    if (rc == 0) rc = ob_gguf_writer_create(&w);
+    for (int64_t i = 0; rc == 0 && i < ob_gguf_n_kv(v); i++) {
+        const ob_gguf_kv *kv = ob_gguf_kv_at(v, i);
+        if (strncmp(kv->key, "tokenizer.", 10) == 0) rc = ob_gguf_writer_set_value(w, kv->key, &kv->value);
+    }
+    if (rc == 0) rc = ob_gguf_writer_set_str(w, "general.architecture", "llama");
+    if (rc == 0) rc = ob_gguf_writer_set_str(w, "general.name", "wide llama");
+    static const struct {
+        const char *key;
+        int64_t val;
+    } u32s[] = {{"llama.context_length", 256},  {"llama.embedding_length", 256}, {"llama.block_count", 2},
+                {"llama.feed_forward_length", 768}, {"llama.attention.head_count", 4},
+                {"llama.attention.head_count_kv", 2}, {"llama.attention.key_length", 64},
+                {"llama.attention.value_length", 64}, {"llama.rope.dimension_count", 64}, {"llama.vocab_size", 384}};
+    for (size_t i = 0; rc == 0 && i < sizeof u32s / sizeof u32s[0]; i++)
+        rc = ob_gguf_writer_set_u32(w, u32s[i].key, (uint32_t)u32s[i].val);
+    if (rc == 0) rc = ob_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (rc == 0) rc = ob_gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    /* one buffer per shape, shared by the layers (the writer streams from them) */
+    const int64_t Q = H * HD, KV = HKV * HD;
+    float *emb = malloc((size_t)(E * V) * 4), *outw = malloc((size_t)(E * V) * 4), *wq = malloc((size_t)(E * Q) * 4),
+          *wk = malloc((size_t)(E * KV) * 4), *wv = malloc((size_t)(E * KV) * 4), *wo = malloc((size_t)(Q * E) * 4),
+          *wg = malloc((size_t)(E * F) * 4), *wu = malloc((size_t)(E * F) * 4), *wd = malloc((size_t)(F * E) * 4),
+          *ones = malloc((size_t)E * 4);
+    fill(emb, (size_t)(E * V), 1.0f);
+    fill(outw, (size_t)(E * V), 0.05f);
+    fill(wq, (size_t)(E * Q), 0.06f);
+    fill(wk, (size_t)(E * KV), 0.06f);
+    fill(wv, (size_t)(E * KV), 0.06f);
+    fill(wo, (size_t)(Q * E), 0.06f);
+    fill(wg, (size_t)(E * F), 0.06f);
+    fill(wu, (size_t)(E * F), 0.06f);
+    fill(wd, (size_t)(F * E), 0.04f);
+    for (int64_t i = 0; i < E; i++) ones[i] = 1.0f;
+    int64_t s_ev[2] = {E, V}, s_e[1] = {E}, s_q[2] = {E, Q}, s_kv[2] = {E, KV}, s_o[2] = {Q, E}, s_f[2] = {E, F},
+            s_d[2] = {F, E};
+    if (rc == 0) rc = ob_gguf_writer_add_tensor(w, "token_embd.weight", OB_TYPE_F32, 2, s_ev, emb);
+    if (rc == 0) rc = ob_gguf_writer_add_tensor(w, "output_norm.weight", OB_TYPE_F32, 1, s_e, ones);
+    if (rc == 0) rc = ob_gguf_writer_add_tensor(w, "output.weight", OB_TYPE_F32, 2, s_ev, outw);
+    for (int il = 0; rc == 0 && il < L; il++) {
+        static const char *const names[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                            "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
+        const float *data[] = {ones, wq, wk, wv, wo, ones, wg, wu, wd};
+        const int64_t *shape[] = {s_e, s_q, s_kv, s_kv, s_o, s_e, s_f, s_f, s_d};
+        for (int k = 0; rc == 0 && k < 9; k++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, names[k]);
+            rc = ob_gguf_writer_add_tensor(w, nm, OB_TYPE_F32, shape[k] == s_e ? 1 : 2, shape[k], data[k]);
+        }
+    }
+    if (rc == 0) rc = ob_gguf_writer_write_file(w, path);
+    CHECK_MSG(rc == 0, "wide llama: %s", ob_last_error());
+    ob_gguf_writer_free(w);
+    ob_gguf_free(v);
+    free(emb), free(outw), free(wq), free(wk), free(wv), free(wo), free(wg), free(wu), free(wd), free(ones);
+    unlink(voc);
+    return rc == 0;
+}
+
+/* Whole models: decode steps of 1..8 sequences alternating between two contexts (graph_steps_of),
+ * on the wide llama as Q4_K_M (Q4_K gate/up, Q6_K and Q4_K down products), Q8_0, BF16 and Q4_0
+ * files, with the default knobs and with OB_CUDA_MMQ=0 (6..8 tokens on the decode kernel too):
+ * every logit must have the same bits with the GLU fused (OB_CUDA_GLU_FUSE=1) as with
+ * OB_CUDA_GLU_FUSE=0 and as with graphs off (no joins, no fusions), and the fused model's
+ * OB_CUDA_STATS line must count fused GLUs. */
+TEST(model_glu_fused_steps) {
+    NEED_GPU();
+    static const int sizes[] = {1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 1, 1};
+    const int nsz = (int)(sizeof sizes / sizeof sizes[0]);
+    char src[256];
+    snprintf(src, sizeof src, "/tmp/ob_test_cuda_wide_%d.gguf", (int)getpid());
+    if (!wide_llama(src)) return;
+    static const char *const mixes[] = {"Q4_K_M", "Q8_0", "BF16", "Q4_0"};
+    for (int mi = 0; mi < 4; mi++) {
+        char out[256];
+        snprintf(out, sizeof out, "/tmp/ob_test_cuda_wide_%d_%s.gguf", (int)getpid(), mixes[mi]);
+        ob_quantize_params qp;
+        ob_quantize_params_init(&qp);
+        const ob_ftype_info *mix = ob_ftype_find(mixes[mi]);
+        CHECK_MSG(mix != NULL, "no mix %s", mixes[mi]);
+        if (!mix || ob_quantize_file(src, out, mix, &qp, NULL) != 0) {
+            CHECK_MSG(0, "quantize %s: %s", mixes[mi], ob_last_error());
+            continue;
+        }
+        for (int mmq = 0; mmq < 2; mmq++) {
+            const char *env_on[4] = {"OB_CUDA_STATS=1", "OB_CUDA_GLU_FUSE=1", mmq ? NULL : "OB_CUDA_MMQ=0", NULL};
+            const char *env_off[3] = {"OB_CUDA_GLU_FUSE=0", mmq ? NULL : "OB_CUDA_MMQ=0", NULL};
+            const char *env_ng[3] = {"OB_CUDA_GRAPHS=0", mmq ? NULL : "OB_CUDA_MMQ=0", NULL};
+            char what[64];
+            snprintf(what, sizeof what, "%s, %s", mixes[mi], mmq ? "default knobs" : "OB_CUDA_MMQ=0");
+            g_stats[0] = 0;
+            ob_log_set_callback(stats_catch, NULL);
+            size_t n_on = 0, n_off = 0, n_ng = 0;
+            float *on = graph_steps_of(out, env_on, sizes, nsz, &n_on);
+            ob_log_set_callback(NULL, NULL);
+            float *off = graph_steps_of(out, env_off, sizes, nsz, &n_off);
+            float *ng = graph_steps_of(out, env_ng, sizes, nsz, &n_ng);
+            if (on && off && ng) {
+                CHECK_EQ_INT((long long)n_on, (long long)n_off);
+                CHECK_EQ_INT((long long)n_on, (long long)n_ng);
+                size_t first = n_on / sizeof(float), first_ng = first;
+                for (size_t i = 0; i < n_on / sizeof(float); i++) {
+                    if (first == n_on / sizeof(float) && memcmp(&on[i], &off[i], sizeof(float)) != 0) first = i;
+                    if (first_ng == n_on / sizeof(float) && memcmp(&on[i], &ng[i], sizeof(float)) != 0) first_ng = i;
+                }
+                CHECK_MSG(first == n_on / sizeof(float), "%s: logits differ with OB_CUDA_GLU_FUSE=0, first at "
+                          "float %zu (%.9g vs %.9g)", what, first, (double)on[first], (double)off[first]);
+                CHECK_MSG(first_ng == n_on / sizeof(float), "%s: logits differ with graphs off, first at float %zu "
+                          "(%.9g vs %.9g)", what, first_ng, (double)on[first_ng], (double)ng[first_ng]);
+            }
+            const char *sc = strrchr(g_stats, ';');
+            unsigned long long fused = 0;
+            CHECK_MSG(sc && sscanf(sc + 1, " %llu GLUs fused", &fused) == 1, "%s: no GLU count in the stats line "
+                      "('%s')", what, g_stats);
+            /* 2 layers x 2 contexts x 12 steps of up to 5 tokens (18 with OB_CUDA_MMQ=0 or BF16), less
+             * the steps whose recording a growing scratch buffer ended: at least half */
+            CHECK_MSG(fused >= 2 * 2 * 12 / 2, "%s: %llu GLUs fused", what, fused);
+            fprintf(stderr, "  %-28s %zu logits the same bits fused, unfused and without graphs; %llu GLUs fused\n",
+                    what, n_on / sizeof(float), fused);
+            free(on), free(off), free(ng);
+        }
+        unlink(out);
+    }
+    unlink(src);
 }

@@ -663,9 +663,9 @@ static void cuda_free_backend(ob_backend *b) {
         snprintf(msg, sizeof msg,
                  "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains; %llu graphs launched, "
                  "%llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu captured nodes updated; "
-                 "%llu products joined, %llu pairs of copies exchanged",
+                 "%llu products joined, %llu pairs of copies exchanged; %llu GLUs fused into their products",
                  c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates, c->n_captures,
-                 c->n_child_updates, c->n_joins, c->n_exchanges);
+                 c->n_child_updates, c->n_joins, c->n_exchanges, c->n_glu_fused);
         log_msg(1, msg);
     }
     cudaSetDevice(c->device);
@@ -685,6 +685,8 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->act16_scratch) cudaFree(c->act16_scratch);
     if (c->mmw_x) cudaFree(c->mmw_x);
     if (c->q8_scratch) cudaFree(c->q8_scratch);
+    if (c->glu_q8) cudaFree(c->glu_q8);
+    if (c->glu_cnt) cudaFree(c->glu_cnt);
     if (c->q4_scratch) cudaFree(c->q4_scratch);
     if (c->mmq_scratch) cudaFree(c->mmq_scratch);
     if (c->moe_scratch) cudaFree(c->moe_scratch);
@@ -793,6 +795,9 @@ static int backend_init(cuda_backend *c) {
     c->mmvq_want = getenv("OB_CUDA_MMVQ_WANT") ? atoi(getenv("OB_CUDA_MMVQ_WANT")) : 32;
     c->mmvq_fuse = !(getenv("OB_CUDA_MMVQ_FUSE") && atoi(getenv("OB_CUDA_MMVQ_FUSE")) == 0);
     c->mmvq_pend.rec = -1;
+    /* off by default: measured slower (8B Q4_K_M tg128 -4%, TinyLlama -4%, Qwen3-8B BF16 level;
+     * bench/RESULTS.md, CUDA session 12) */
+    c->glu_fuse = getenv("OB_CUDA_GLU_FUSE") && atoi(getenv("OB_CUDA_GLU_FUSE")) == 1;
     c->mmvq_stream = getenv("OB_CUDA_MMVQ_STREAM") && atoi(getenv("OB_CUDA_MMVQ_STREAM")) == 1;
     c->graph_dump = getenv("OB_CUDA_GRAPH_DUMP") && atoi(getenv("OB_CUDA_GRAPH_DUMP")) == 1;
     c->norm_vec = !(getenv("OB_CUDA_NORM_VEC") && atoi(getenv("OB_CUDA_NORM_VEC")) == 0);

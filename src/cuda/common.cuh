@@ -155,6 +155,23 @@ typedef struct cuda_pending_rope2 {
     const float *tab;
     float freq_scale, mscale;
 } cuda_pending_rope2;
+/* What a GLU right after a joined gate/up product asks of that product's launch (cuda_op_glu;
+ * mmvq.cu, mmv16.cu): besides g and u, h = act(g) * u into y ([n][ldy]) and, for the integer
+ * kernel, h's q8 copy for the down product (qx [n][d] codes, dx [n][d / 32] pairs of scale and
+ * scaled sum: mmvq.cuh's q8_act layout, glu_q8_kernel's arithmetic), written by whichever warp
+ * finishes last among the 32 rows of a q8 block: cnt [d / 32] counts the rows done, and that
+ * warp puts its counter back to zero. qx NULL: y alone (the F16/BF16 kernel). */
+typedef struct cuda_glu_out {
+    float *y;
+    int64_t ldy;
+    int8_t *qx;
+    float *dx;
+    int *cnt;
+    int64_t act; /* ob_act; 64 bits: no padding, the graph compares argument bytes */
+} cuda_glu_out;
+
+struct cuda_backend;
+
 /* The decode product recorded last, which the next product of the same input
  * may join (mmvq.cu, mmv16.cu). */
 typedef struct cuda_mmvq_pend {
@@ -169,6 +186,14 @@ typedef struct cuda_mmvq_pend {
     int64_t ld;
     size_t nb1;
     int64_t nch;
+    /* for the GLU fusion (cuda_op_glu): the op that recorded or joined it last, rec_used before
+     * it was recorded, its warps a row, tokens and scale stride (q8: ldd), and the function that
+     * records it again with the GLU fused in (NULL: this kernel has no such form) */
+    unsigned long long op;
+    size_t rec_off;
+    int wpr, ntok;
+    int64_t ldd;
+    int (*glu)(struct cuda_backend *c, const cuda_glu_out *g);
 } cuda_mmvq_pend;
 
 /* A product on a kept bf16 copy held back one op (matmul.cu, cuda_gemm_settle): if the next
@@ -224,6 +249,8 @@ typedef struct cuda_backend {
     const void *q8_src;         /* the input q8_scratch holds, made by op number q8_op (mmvq.cu) */
     int64_t q8_n, q8_nin;
     unsigned long long q8_op;
+    const int8_t *q8_qx;        /* ... or, when not NULL, where that copy lies instead (a fused GLU's, glu_q8) */
+    const float *q8_dx;
     /* rotate.cu: the last rotation (input, output, signs, shape, op number
      * rot_op; rot_read_op: the last product that read its output), and the
      * 4-bit copy of a product's input in q4_scratch (q8 layout, made by op
@@ -336,6 +363,16 @@ typedef struct cuda_backend {
      * launch); rec -1: none */
     cuda_mmvq_pend mmvq_pend;
     bool mmvq_fuse;             /* OB_CUDA_MMVQ_FUSE=0: every product its own launch */
+    /* the GLU after a joined gate/up product computed by that product's launch (cuda_op_glu;
+     * OB_CUDA_GLU_FUSE=1; off by default, measured slower); the q8 copy of h goes to glu_q8 (not
+     * q8_scratch, which holds the product's input), glu_cnt holds the arrival counters (zero
+     * between launches) */
+    bool glu_fuse;
+    void *glu_q8;
+    size_t glu_q8_bytes;
+    int *glu_cnt;
+    size_t glu_cnt_bytes;
+    unsigned long long n_glu_fused;
     bool mmvq_stream;           /* one token: weights streamed through shared memory (OB_CUDA_MMVQ_STREAM) */
     bool graph_dump;            /* OB_CUDA_GRAPH_DUMP=1: print each new graph's kernels */
     bool norm_vec;              /* decode RMSNorm with 256 threads and 16-byte loads (OB_CUDA_NORM_VEC=0: 1024 threads) */
@@ -476,6 +513,20 @@ static __device__ __forceinline__ void q8_put_warp(int8_t *qx, float *dx, int64_
  * the one the product would make itself. Every lane of the warp calls it. */
 static __device__ __forceinline__ void q8_put_warp(int8_t *qx, float *dx, int64_t nin, int64_t row, int64_t col,
                                                    float o);
+/* The activations of the glu op (ob_act); elementwise.cu's kernels and the products that fuse the
+ * GLU (mmvq.cu, mmv16.cu) share this one definition, so both give the same bits. */
+static __device__ __forceinline__ float act_f(int act, float x) {
+    switch (act) {
+    case OB_ACT_SILU: return x / (1.0f + expf(-x));
+    case OB_ACT_GELU: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
+    case OB_ACT_TANH: return tanhf(x);
+    case OB_ACT_RELU: return x > 0 ? x : 0.0f;
+    }
+    return x;
+}
+
 /* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024);
  * every thread gets the result. `red` holds 32 floats of shared memory. */
 static __device__ __forceinline__ float block_sum(float v, float *red) {

@@ -624,17 +624,7 @@ int cuda_rope_kv_join(cuda_backend *c, const float *k, int64_t ldk, const float 
 
 /* ---- activations, add, scale ---- */
 
-static __device__ __forceinline__ float act_f(int act, float x) {
-    switch (act) {
-    case OB_ACT_SILU: return x / (1.0f + expf(-x));
-    case OB_ACT_GELU: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case OB_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case OB_ACT_RELU2: return x > 0 ? x * x : 0.0f;
-    case OB_ACT_TANH: return tanhf(x);
-    case OB_ACT_RELU: return x > 0 ? x : 0.0f;
-    }
-    return x;
-}
+/* act_f: common.cuh */
 
 /* ---- argmax of rows (greedy sampling without the logits crossing the bus) ---- */
 
@@ -721,15 +711,64 @@ __global__ void glu_q8_kernel(int act, const float *g, int64_t ldg, const float 
     if (threadIdx.x % OB_WARP == 0) dx[2 * (i / 32)] = dq, dx[2 * (i / 32) + 1] = dq * qs;
 }
 
+/* Whether rows [p, p + n ld) (each d floats) and [q, q + n ld2) may share a float. */
+static bool glu_overlap(const float *p, int64_t ld, const float *q, int64_t ld2, int64_t d, int64_t n) {
+    const float *pe = p + (n - 1) * ld + d, *qe = q + (n - 1) * ld2 + d;
+    return p < qe && q < pe;
+}
+
+/* Whether the GLU can be computed by the gate/up product recorded just before it (while a step
+ * is recorded, OB_CUDA_GLU_FUSE=1, not batch-invariant): gate and up are that joined pair's
+ * two outputs (same op count moved by one, nothing recorded since, same rows, strides and
+ * tokens), and the output either is gate's or up's rows or shares no float with them. */
+static bool glu_fusable(const cuda_backend *c, const ob_tensor *gate, const ob_tensor *up, const ob_tensor *out) {
+    const cuda_mmvq_pend *p = &c->mmvq_pend;
+    if (!c->glu_fuse || !c->recording || c->invariant || !up || !p->glu || p->rec < 0 || p->rec != c->n_recs - 1 ||
+        p->op + 1 != c->n_ops || p->n != 2)
+        return false;
+    const int64_t d = gate->ne[0], n = gate->ne[1];
+    const int64_t ldg = (int64_t)(gate->nb[1] / 4), ldu = (int64_t)(up->nb[1] / 4), ldy = (int64_t)(out->nb[1] / 4);
+    if (p->out[0] != gate->data || p->out[1] != up->data || p->nout[0] != d || p->nout[1] != d || p->ldo[0] != ldg ||
+        p->ldo[1] != ldu || p->ntok != n || up->ne[0] != d || up->ne[1] != n || out->ne[0] != d || out->ne[1] != n)
+        return false;
+    const float *y = (const float *)out->data;
+    if (y == gate->data) return ldy == ldg;
+    if (y == up->data) return ldy == ldu;
+    return !glu_overlap(y, ldy, (const float *)gate->data, ldg, d, n) &&
+           !glu_overlap(y, ldy, (const float *)up->data, ldu, d, n);
+}
+
 int cuda_op_glu(ob_backend *b, ob_act act, const ob_tensor *gate, const ob_tensor *up, ob_tensor *out) {
     cuda_backend *c = cuda_of(b);
     OB_TRY(cuda_enter(c));
     const int64_t d = gate->ne[0], total = d * gate->ne[1];
     if (total <= 0) return 0;
+    if (d % 32 == 0 && up && c->glu_fuse && c->graphs && !c->recording && !c->invariant) {
+        /* the fused GLU's buffers, made outside a recording (a prompt's GLU, say): made by a
+         * step's first GLU, they would drain and end that step's recording */
+        int8_t *qx;
+        float *dx;
+        int *cnt;
+        OB_TRY(cuda_glu_target(c, 1, d, &qx, &dx, &cnt));
+    }
     if (d % 32 == 0 && gate->ne[1] <= c->mmv_max) {
         /* the down product's input copy: q8 for the integer kernels, or bf16 for a kept bf16
          * copy of the weight (cuda_b16_wanted) */
         const bool b16 = cuda_b16_wanted(c, gate->ne[1]) && out->nb[1] == (size_t)d * 4;
+        if (!b16 && glu_fusable(c, gate, up, out)) {
+            /* the gate/up product computes h (and, the integer kernel, its q8 copy) itself */
+            cuda_glu_out g;
+            memset(&g, 0, sizeof g);
+            const bool q8 = c->mmvq_pend.in1 != NULL; /* the integer kernel (mmv16.cu: float rows alone) */
+            if (q8) OB_TRY(cuda_glu_target(c, gate->ne[1], d, &g.qx, &g.dx, &g.cnt));
+            if (glu_fusable(c, gate, up, out)) { /* still: a target that grew drained, ending the recording */
+                g.y = (float *)out->data, g.ldy = (int64_t)(out->nb[1] / 4), g.act = (int64_t)act;
+                OB_TRY(c->mmvq_pend.glu(c, &g));
+                if (q8) cuda_q8_made_at(c, out->data, gate->ne[1], d, g.qx, g.dx);
+                c->n_glu_fused++;
+                return 0;
+            }
+        }
         int8_t *qx;
         float *dx = NULL;
         if (b16) OB_TRY(cuda_b16_target(c, gate->ne[1], d, (void **)&qx));

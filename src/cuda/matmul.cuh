@@ -59,6 +59,12 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
  * the product skips its quantizing launch. */
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx);
 void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin);
+/* The same note for a copy that lies at qx, dx instead (NULL: the q8 scratch). */
+void cuda_q8_made_at(cuda_backend *c, const void *src, int64_t n, int64_t nin, const int8_t *qx, const float *dx);
+/* Where a GLU fused into its gate/up product (cuda_glu_out) puts h's q8 copy for n rows of d
+ * (glu_q8: the product reads its own input from the q8 scratch meanwhile), and its arrival
+ * counters (zeroed when first made; a drain, which ends a recording, when either grows). */
+int cuda_glu_target(cuda_backend *c, int64_t n, int64_t d, int8_t **qx, float **dx, int **cnt);
 /* Run the product held back for a partner (cuda_gemm_pend), if any. */
 int cuda_gemm_settle(cuda_backend *c);
 /* The same for the bf16 copy the cuBLAS products on kept bf16 weight copies read: whether a

@@ -62,12 +62,16 @@ struct mmv16_set {
     int64_t nch;
 };
 
-/* U: 16-byte loads a lane has in flight (OB_CUDA_MMV16_U: 4 or 8) */
-template <bool BF, int NT, int U>
-__global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv16_set s) {
-    __shared__ float red[MMV16_WARPS][NT];
+/* U: 16-byte loads a lane has in flight (OB_CUDA_MMV16_U: 4 or 8). GLU (cuda_op_glu fused
+ * into a gate/up pair, the set's matrices 0 and 1 of equal rows): a warp takes gate row r and
+ * up row r, each summed exactly as alone (the order depends on wpr alone, which the caller
+ * keeps), and writes g, u and h = act(g) * u into g.y. */
+template <bool BF, int NT, int U, bool GLU>
+__global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv16_set s, const cuda_glu_out g) {
+    constexpr int RW = GLU ? 2 : 1; /* rows a warp */
+    __shared__ float red[MMV16_WARPS][RW * NT];
     /* which matrix: constant indices only, so the set stays in the parameter bank */
-    const int bx = (int)blockIdx.x, m = bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
+    const int bx = (int)blockIdx.x, m = GLU ? 0 : bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
     mmv_args a;
     a.w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
     a.bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
@@ -78,71 +82,123 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv1
     const int wpr = s.wpr, blk = bx - (m == 0 ? 0 : m == 1 ? s.b1 : s.b2);
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
     const int row = blk * (MMV16_WARPS / wpr) + warp / wpr, sub = warp % wpr;
-    float acc[NT];
+    float acc[RW][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int j = 0; j < RW; j++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[j][t] = 0.0f;
     if (row < a.nout) {
-        const uint4 *wr = (const uint4 *)(a.w + (size_t)row * a.nb1);
+        const uint4 *wr[RW];
+        wr[0] = (const uint4 *)(a.w + (size_t)row * a.nb1);
+        if (GLU) wr[RW - 1] = (const uint4 *)(s.w[1] + (size_t)row * a.nb1);
         const int64_t nv = a.nch; /* 8-element chunks = 16-byte loads */
         const int64_t step = (int64_t)OB_WARP * wpr;
         for (int64_t v0 = (int64_t)sub * OB_WARP + lane; v0 < nv; v0 += step * U) {
-            uint4 r[U];
+            uint4 r[RW][U];
 #pragma unroll
-            for (int u = 0; u < U; u++)
-                if (v0 + u * step < nv) r[u] = __ldg(wr + v0 + u * step);
+            for (int j = 0; j < RW; j++)
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (v0 + u * step < nv) r[j][u] = __ldg(wr[j] + v0 + u * step);
             ob_pdl_wait(); /* weights in flight: now wait for the kernel that wrote x (at once after the first) */
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int64_t v = v0 + u * step;
                 if (v >= nv) break;
-                float w[8];
-                to8<BF>(r[u], w);
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const float4 *xp = (const float4 *)(a.x + t * a.ldx + v * 8);
-                    const float4 p = __ldg(xp), q = __ldg(xp + 1);
-                    float s = acc[t];
-                    s = fmaf(w[0], p.x, s);
-                    s = fmaf(w[1], p.y, s);
-                    s = fmaf(w[2], p.z, s);
-                    s = fmaf(w[3], p.w, s);
-                    s = fmaf(w[4], q.x, s);
-                    s = fmaf(w[5], q.y, s);
-                    s = fmaf(w[6], q.z, s);
-                    s = fmaf(w[7], q.w, s);
-                    acc[t] = s;
+                for (int j = 0; j < RW; j++) {
+                    float w[8];
+                    to8<BF>(r[j][u], w);
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        const float4 *xp = (const float4 *)(a.x + t * a.ldx + v * 8);
+                        const float4 p = __ldg(xp), q = __ldg(xp + 1);
+                        float s = acc[j][t];
+                        s = fmaf(w[0], p.x, s);
+                        s = fmaf(w[1], p.y, s);
+                        s = fmaf(w[2], p.z, s);
+                        s = fmaf(w[3], p.w, s);
+                        s = fmaf(w[4], q.x, s);
+                        s = fmaf(w[5], q.y, s);
+                        s = fmaf(w[6], q.z, s);
+                        s = fmaf(w[7], q.w, s);
+                        acc[j][t] = s;
+                    }
                 }
             }
         }
     }
     ob_pdl_wait(); /* lanes without chunks, before the write below */
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+    for (int j = 0; j < RW; j++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[j][t] = warp_sum(acc[j][t]);
     if (wpr > 1) {
         if (lane == 0)
 #pragma unroll
-            for (int t = 0; t < NT; t++) red[warp][t] = acc[t];
+            for (int j = 0; j < RW; j++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) red[warp][j * NT + t] = acc[j][t];
         __syncthreads();
         if (sub == 0 && lane == 0)
 #pragma unroll
+            for (int j = 0; j < RW; j++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    float s = 0.0f;
+                    for (int k = 0; k < wpr; k++) s += red[warp + k][j * NT + t];
+                    acc[j][t] = s;
+                }
+    }
+    if constexpr (GLU) {
+        if (row < a.nout && sub == 0 && lane == 0) {
+            const float b0 = s.bias[0] ? s.bias[0][row] : 0.0f, b1 = s.bias[1] ? s.bias[1][row] : 0.0f;
+#pragma unroll
             for (int t = 0; t < NT; t++) {
-                float s = 0.0f;
-                for (int k = 0; k < wpr; k++) s += red[warp + k][t];
-                acc[t] = s;
+                const float gv = acc[0][t] + b0, uv = acc[RW - 1][t] + b1;
+                s.out[0][t * s.ldo0 + row] = gv;
+                s.out[1][t * s.ldo1 + row] = uv;
+                g.y[t * g.ldy + row] = act_f((int)g.act, gv) * uv; /* after g: y may be gate's rows */
             }
+        }
+        return;
     }
     if (row < a.nout && sub == 0 && lane == 0) {
         const float b0 = a.bias ? a.bias[row] : 0.0f;
 #pragma unroll
-        for (int t = 0; t < NT; t++) a.out[t * a.ldo + row] = acc[t] + b0;
+        for (int t = 0; t < NT; t++) a.out[t * a.ldo + row] = acc[0][t] + b0;
     }
+}
+
+/* Record the gate/up pair just recorded (c->mmvq_pend, two matrices of equal rows) again as one
+ * launch of the GLU form (cuda_op_glu has checked the pair), with the pair's wpr. */
+template <bool BF, int NT, int U> static int mmv16_glu_go(cuda_backend *c, const cuda_glu_out *g) {
+    cuda_mmvq_pend *p = &c->mmvq_pend;
+    const int wpr = p->wpr;
+    const int nblk = (int)ob_div_up((size_t)p->nout[0], (size_t)(MMV16_WARPS / wpr));
+    mmv16_set s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < 2; i++)
+        s.w[i] = (const uint8_t *)p->w[i], s.bias[i] = p->bias[i], s.out[i] = p->out[i], s.nout[i] = p->nout[i];
+    s.b1 = s.b2 = nblk, s.wpr = wpr;
+    s.ldo0 = p->ldo[0], s.ldo1 = p->ldo[1];
+    s.x = (const float *)p->in0, s.ldx = p->ld, s.nb1 = p->nb1, s.nch = p->nch;
+    c->n_recs--; /* the pair's launch, recorded last (checked by the caller), made again */
+    c->rec_used = p->rec_off;
+    c->rec_pdl = c->pdl;
+    /* two rows a warp: U / 2 loads of each in flight, the registers of U loads of one row */
+    OB_TRY(cuda_launch(c, mmv16_kernel<BF, NT, U / 2, true>, dim3((unsigned)nblk), dim3(MMV16_WARPS * OB_WARP), 0, s,
+                       *g));
+    p->rec = -1;
+    return 0;
 }
 
 template <bool BF, int U> static int mmv16_launch_t(cuda_backend *c, const mmv_args *a) {
     const void *fn = NULL;
+    int (*glu)(struct cuda_backend *, const cuda_glu_out *) = NULL;
     switch (a->n) {
 #define OB_N(N) \
-    case N: fn = (const void *)mmv16_kernel<BF, N, U>; break;
+    case N: fn = (const void *)mmv16_kernel<BF, N, U, false>, glu = mmv16_glu_go<BF, N, U>; break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     default: return ob_cuda_err(OB_ERR_INTERNAL, "mmv16: %d tokens (1..8)", a->n);
@@ -178,17 +234,22 @@ template <bool BF, int U> static int mmv16_launch_t(cuda_backend *c, const mmv_a
     s.ldo0 = p->ldo[0], s.ldo1 = p->n > 1 ? p->ldo[1] : 0, s.ldo2 = p->n > 2 ? p->ldo[2] : 0;
     s.x = a->x, s.ldx = a->ldx, s.nb1 = a->nb1, s.nch = a->nch;
     const dim3 grid((unsigned)nblk), block(MMV16_WARPS * OB_WARP);
+    p->op = c->n_ops, p->wpr = wpr; /* what the GLU after a gate/up pair needs (mmv16_glu_go) */
     if (join) return cuda_rec_rewrite_last(c, fn, grid, 0, &s, sizeof s);
     c->rec_pdl = c->pdl; /* may start early in a graph: the weight loads do not wait (hopper.cuh) */
+    const size_t rec_off = c->rec_used;
+    cuda_glu_out g;
+    memset(&g, 0, sizeof g);
     switch (a->n) {
 #define OB_N(N) \
-    case N: OB_TRY(cuda_launch(c, mmv16_kernel<BF, N, U>, grid, block, 0, s)); break;
+    case N: OB_TRY(cuda_launch(c, mmv16_kernel<BF, N, U, false>, grid, block, 0, s, g)); break;
         OB_N(1) OB_N(2) OB_N(3) OB_N(4) OB_N(5) OB_N(6) OB_N(7) OB_N(8)
 #undef OB_N
     }
     if (c->recording) {
         p->rec = c->n_recs - 1, p->func = fn, p->in0 = a->x, p->in1 = NULL, p->ld = a->ldx, p->nb1 = a->nb1;
         p->nch = a->nch;
+        p->rec_off = rec_off, p->ntok = a->n, p->ldd = 0, p->glu = glu;
     } else {
         p->rec = -1;
     }

@@ -12,6 +12,10 @@
  * OB_CUDA_MMVQ=0 turns the path off (the float kernel runs instead), so the
  * two can be compared in one process.
  */
+#ifndef __HIP_PLATFORM_AMD__
+#include <cuda/atomic>
+#endif
+
 #include "cp_async.cuh"
 #include "hopper.cuh"
 #include "matmul.cuh"
@@ -58,13 +62,74 @@ struct mmvq_set {
     int wpr;
 };
 
-template <int T, int NT, int U, int R>
+/* The device-scope fence of the GLU epilogue's publish/consume pattern: acquire-release, not
+ * __threadfence()'s sequentially consistent one (MEMBAR.SC, which stalls for microseconds). */
+static __device__ __forceinline__ void glu_fence() {
+#ifdef __HIP_PLATFORM_AMD__
+    __threadfence();
+#else
+    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_device);
+#endif
+}
+
+/* The GLU epilogue; every thread of the block calls it. A warp that holds the sums of gate rows
+ * row0 .. row0 + RM - 1 (acc[j]) and of the same up rows (acc[RM + j]), lane 0 having them,
+ * writes g and u as the plain kernel would, then h = act(g) * u as glu_q8_kernel computes it from
+ * them. With a q8 copy to make, the block then publishes its rows - all (MMVQ_WARPS / wpr) RM of
+ * them lie in one 32-row group, as d (= nout) is a multiple of 32: a barrier, a release fence and
+ * the rows added to the group's counter by thread 0 - and the block that completes a group
+ * (acquire fence after its count) reads the group's 32 h values back from L2 with its first warp
+ * and writes their q8 block for every token (q8_put_warp: glu_q8_kernel's operations), then
+ * zeroes the counter for the next launch. Without the fences the reader could see stale h. */
+template <int NT, int RM>
+static __device__ __forceinline__ void mmvq_glu_put(const mmvq_set &s, const cuda_glu_out &g,
+                                                    const float (&acc)[2 * RM][NT], int row0, int nout, int sub,
+                                                    int lane) {
+    __shared__ int last;
+    ob_pdl_wait(); /* every lane, before any write (lanes without chunks did not wait) */
+    if (sub == 0 && lane == 0 && row0 < nout) {
+#pragma unroll
+        for (int j = 0; j < RM; j++) {
+            const int r = row0 + j;
+            const float b0 = s.bias[0] ? s.bias[0][r] : 0.0f, b1 = s.bias[1] ? s.bias[1][r] : 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float gv = acc[j][t] + b0, uv = acc[RM + j][t] + b1;
+                s.out[0][t * s.ldo[0] + r] = gv;
+                s.out[1][t * s.ldo[1] + r] = uv;
+                g.y[t * g.ldy + r] = act_f((int)g.act, gv) * uv; /* after g: y may be gate's rows */
+            }
+        }
+    }
+    if (!g.qx) return;
+    const int rows = MMVQ_WARPS / s.wpr * RM, rb = (int)blockIdx.x * rows; /* the block's rows */
+    __syncthreads(); /* the block's h stores before thread 0's release */
+    if (threadIdx.x == 0) {
+        glu_fence();
+        const bool done = atomicAdd(g.cnt + rb / 32, rows) + rows == 32;
+        if (done) glu_fence(); /* acquire: the other blocks' h of the group are visible */
+        last = done;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x >= OB_WARP) return;
+    const int r0 = rb / 32 * 32;
+#pragma unroll
+    for (int t = 0; t < NT; t++) q8_put_warp(g.qx, g.dx, nout, t, r0 + lane, __ldcg(g.y + t * g.ldy + r0 + lane));
+    if (lane == 0) g.cnt[rb / 32] = 0;
+}
+
+/* GLU (cuda_op_glu fused into a gate/up pair, the set's matrices 0 and 1 of equal rows): a
+ * warp's R rows are R / 2 gate rows and the same up rows, each summed exactly as in the plain
+ * kernel (a row's sums depend on wpr alone, which the caller keeps), and the epilogue writes g,
+ * u, h = act(g) * u and h's q8 copy (mmvq_glu_put). */
+template <int T, int NT, int U, int R, bool GLU>
 __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
-    mmvq_kernel(const mmvq_set s, size_t nb1, int nch, q8_act a) {
+    mmvq_kernel(const mmvq_set s, size_t nb1, int nch, q8_act a, const cuda_glu_out g) {
     typedef ob_qdot<T> Q;
+    constexpr int RM = GLU ? R / 2 : R; /* rows of one matrix a warp */
     __shared__ float red[MMVQ_WARPS][R * NT];
     /* which matrix: constant indices only, so the set stays in the parameter bank */
-    const int bx = (int)blockIdx.x, m = bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
+    const int bx = (int)blockIdx.x, m = GLU ? 0 : bx >= s.b2 ? 2 : bx >= s.b1 ? 1 : 0;
     const uint8_t *const w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
     const float *const bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
     float *const out = m == 0 ? s.out[0] : m == 1 ? s.out[1] : s.out[2];
@@ -72,7 +137,7 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     const int nout = m == 0 ? s.nout[0] : m == 1 ? s.nout[1] : s.nout[2];
     const int blk = bx - (m == 0 ? 0 : m == 1 ? s.b1 : s.b2), wpr = s.wpr;
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
-    const int row0 = (blk * (MMVQ_WARPS / wpr) + warp / wpr) * R, sub = warp % wpr;
+    const int row0 = (blk * (MMVQ_WARPS / wpr) + warp / wpr) * RM, sub = warp % wpr;
     float acc[R][NT];
 #pragma unroll
     for (int j = 0; j < R; j++)
@@ -81,7 +146,10 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     if (row0 < nout) {
         const uint8_t *wr[R];
 #pragma unroll
-        for (int j = 0; j < R; j++) wr[j] = w + (size_t)(row0 + j < nout ? row0 + j : nout - 1) * nb1;
+        for (int j = 0; j < R; j++) {
+            const int r = row0 + (GLU ? j % RM : j);
+            wr[j] = (GLU && j >= RM ? s.w[1] : w) + (size_t)(r < nout ? r : nout - 1) * nb1;
+        }
         const int step = OB_WARP * wpr;
         typename Q::raw r[U][R];
         bool first = true;
@@ -127,6 +195,10 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
                     for (int k = 0; k < wpr; k++) s += red[warp + k][j * NT + t];
                     acc[j][t] = s;
                 }
+    }
+    if constexpr (GLU) {
+        mmvq_glu_put<NT, RM>(s, g, acc, row0, nout, sub, lane);
+        return;
     }
     if (sub == 0 && lane == 0)
 #pragma unroll
@@ -282,6 +354,37 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     }
 }
 
+/* Record the gate/up pair just recorded (c->mmvq_pend, two matrices of equal rows) again as
+ * one launch of mmvq_kernel's GLU form (cuda_op_glu has checked the pair): the pair's wpr, so
+ * every row's sums keep their order, and R / 2 rows of each matrix a warp (2 rows: one of each,
+ * when the plain kernel took one or two). */
+template <int T, int NT, int U, int R>
+static int mmvq_glu_go(cuda_backend *c, const cuda_glu_out *g) {
+    constexpr int RM = R >= 4 ? R / 2 : 1;
+    cuda_mmvq_pend *p = &c->mmvq_pend;
+    mmvq_set s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < 2; i++) {
+        s.w[i] = (const uint8_t *)p->w[i], s.bias[i] = p->bias[i], s.out[i] = p->out[i], s.ldo[i] = p->ldo[i];
+        s.nout[i] = p->nout[i];
+    }
+    const int wpr = p->wpr;
+    const int nblk = (int)ob_div_up((size_t)((p->nout[0] + RM - 1) / RM), (size_t)(MMVQ_WARPS / wpr));
+    s.b1 = s.b2 = nblk, s.wpr = wpr;
+    q8_act a;
+    a.qx = (const int8_t *)p->in0;
+    a.dx = (const float *)p->in1;
+    a.ldq = p->ld;
+    a.ldd = p->ldd;
+    c->n_recs--; /* the pair's launch, recorded last (checked by the caller), made again */
+    c->rec_used = p->rec_off;
+    c->rec_pdl = c->pdl;
+    OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, 2 * RM, true>, dim3((unsigned)nblk), dim3(MMVQ_WARPS * OB_WARP), 0, s,
+                       p->nb1, (int)p->nch, a, *g));
+    p->rec = -1;
+    return 0;
+}
+
 /* Launch (or record) one product; while a graph is recorded, a product of
  * the same input right after another one of the same kernel joins its
  * launch instead (OB_CUDA_MMVQ_FUSE=0: never). Batch-invariant mode never
@@ -292,7 +395,7 @@ static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nou
     /* CP > 0: the streaming kernel (one token), copying CP bytes at a time */
     const void *fn;
     if constexpr (CP != 0) fn = (const void *)mmvq_stream_kernel<T, R, CP>;
-    else fn = (const void *)mmvq_kernel<T, NT, U, R>;
+    else fn = (const void *)mmvq_kernel<T, NT, U, R, false>;
     const size_t nb1 = w->nb[1];
     const int nch = (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);
     cuda_mmvq_pend *p = &c->mmvq_pend;
@@ -323,17 +426,23 @@ static int mmvq_go(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t nou
     for (int i = p->n; i <= MMVQ_SET_MAX; i++) first[i] = nblk;
     s.b1 = first[1], s.b2 = first[2], s.wpr = wpr;
     const dim3 grid((unsigned)nblk), block(MMVQ_WARPS * OB_WARP);
+    p->op = c->n_ops, p->wpr = wpr; /* what the GLU after a gate/up pair needs (mmvq_glu_go) */
     if (join) return cuda_rec_rewrite_last(c, fn, grid, 0, &s, sizeof s);
     c->rec_pdl = c->pdl; /* the recorded launch may start early (hopper.cuh) */
+    const size_t rec_off = c->rec_used;
     if constexpr (CP != 0) {
         typedef mmvq_stream_shape<T> SH;
         const size_t smem = (size_t)MMVQ_WARPS * SH::S * R * SH::SEGP;
         OB_TRY(cuda_launch(c, mmvq_stream_kernel<T, R, CP>, grid, block, smem, s, nb1, nch, a));
     } else {
-        OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, R>, grid, block, 0, s, nb1, nch, a));
+        cuda_glu_out g;
+        memset(&g, 0, sizeof g);
+        OB_TRY(cuda_launch(c, mmvq_kernel<T, NT, U, R, false>, grid, block, 0, s, nb1, nch, a, g));
     }
     if (c->recording) {
         p->rec = c->n_recs - 1, p->func = fn, p->in0 = a.qx, p->in1 = a.dx, p->ld = a.ldq, p->nb1 = nb1, p->nch = nch;
+        p->rec_off = rec_off, p->ntok = NT, p->ldd = a.ldd;
+        p->glu = CP == 0 ? mmvq_glu_go<T, NT, U, R> : NULL;
     } else {
         p->rec = -1;
     }
@@ -406,11 +515,31 @@ int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float *
     return 0;
 }
 
-void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin) {
+void cuda_q8_made_at(cuda_backend *c, const void *src, int64_t n, int64_t nin, const int8_t *qx, const float *dx) {
     c->q8_src = src;
     c->q8_n = n;
     c->q8_nin = nin;
     c->q8_op = c->n_ops;
+    c->q8_qx = qx;
+    c->q8_dx = dx;
+}
+
+void cuda_q8_made(cuda_backend *c, const void *src, int64_t n, int64_t nin) { cuda_q8_made_at(c, src, n, nin, NULL, NULL); }
+
+int cuda_glu_target(cuda_backend *c, int64_t n, int64_t d, int8_t **qx, float **dx, int **cnt) {
+    const size_t cbytes = (size_t)(d / 32) * sizeof(int);
+    if (cbytes > c->glu_cnt_bytes) {
+        OB_TRY(cuda_scratch(c, (void **)&c->glu_cnt, &c->glu_cnt_bytes, cbytes)); /* drains: not recording now */
+        OB_CU(cudaMemsetAsync(c->glu_cnt, 0, c->glu_cnt_bytes, c->stream));
+    }
+    /* room for 8 tokens, the most a fused product has, so a later step of more does not drain */
+    const int64_t nr = n > 8 ? n : 8, qroom = ((nr * d) + 255) & ~(int64_t)255;
+    OB_TRY(cuda_scratch(c, &c->glu_q8, &c->glu_q8_bytes, (size_t)qroom + (size_t)(nr * (d / 32)) * 2 * sizeof(float)));
+    const size_t qbytes = ((size_t)(n * d) + 255) & ~(size_t)255;
+    *qx = (int8_t *)c->glu_q8;
+    *dx = (float *)((uint8_t *)c->glu_q8 + qbytes);
+    *cnt = c->glu_cnt;
+    return 0;
 }
 
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out) {
@@ -428,8 +557,11 @@ int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, co
         cuda_pdl_next(c);
         OB_TRY(cuda_launch(c, q8_act_kernel, ob_div_up((size_t)warps, 8), 256, 0,
             (const float *)x->data, (int64_t)(x->nb[1] / sizeof(float)), nin, (int)n, qx, dx));
+        cuda_q8_made(c, x->data, n, nin);
+    } else {
+        if (c->q8_qx) qx = (int8_t *)c->q8_qx, dx = (float *)c->q8_dx; /* a fused GLU's copy (glu_q8) */
+        cuda_q8_made_at(c, x->data, n, nin, c->q8_qx, c->q8_dx);
     }
-    cuda_q8_made(c, x->data, n, nin);
     return cuda_q8_products(c, w, qx, dx, n, cuda_mmq_usable(c, w, n), bias ? (const float *)bias->data : NULL,
                             (float *)out->data, (int64_t)(out->nb[1] / sizeof(float)));
 }

@@ -1129,6 +1129,10 @@ INLINE void gemm_h16_body(const int kind, const int NT, int64_t n, const void *p
     __m256 lo[4], hi[4];
     for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
     for (int64_t k = 0; k < n; k++) {
+        /* decode: a line (two k) per two iterations, 2 x g_pf bytes ahead (this stream runs
+         * faster than the integer panels': Qwen3-0.6B F16 tg64 with 2 threads 18.5-20 tok/s
+         * without, 22-24 at 1024 bytes, 22-27 at 2048, 21-23 at 4096) */
+        if (NT <= 2 && g_pf && (k & 1) == 0) prefetch_ahead(p + k * OB_PANEL + g_pf, 1);
         const __m256 wl = load_w8(kind, p, k * OB_PANEL), wh = load_w8(kind, p, k * OB_PANEL + 8);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {

@@ -1082,6 +1082,95 @@ INLINE void gemm_q6_K_half(const int NT, const int HB, int64_t n, const void *pa
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
+/* IQ4_XS: a super-block of 16 rows is 2208 bytes, read front to back:
+ *   d[16]              halves                                             32
+ *   sc[8][16]          int8 scales ls - 32, sub-block major               128
+ *   codes[8][4][64]    sub-block s, chunk c: the rows' qs[16s+4c..+3]    2048
+ *                      (low nibbles elements 4c+i, high 16+4c+i)
+ * (the row format's 2176 bytes plus 2 a row: the 6-bit scales unpacked at
+ * load). The codes index a table of signed values (-127..113), looked up by
+ * one vpshufb a nibble vector; the products take the sign trick (|w| times
+ * a carrying w's sign: pairs up to 2 * 127 * 127, no room to add two in
+ * int16), so every vpmaddubsw goes through a vpmaddwd - by the rows' scales,
+ * each in both 16-bit halves of the row's lane - into int32, the sums exact.
+ * The native dot spends, per row and 32 elements, a scale unpacked from
+ * bits, a horizontal sum per token and the table lookups once per row; here
+ * the lookups are shared by 8 rows and the scales are bytes. Two tokens at
+ * a time, both halves super-block by super-block for decode. */
+#define IQ4XS_SB_BYTES 2208
+static void pack_iq4_xs_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * IQ4XS_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_iq4_xs *x = (const ob_block_iq4_xs *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            for (int j = 0; j < 8; j++) {
+                const int ls = ((x->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | ((x->scales_h >> (2 * j)) & 3) << 4;
+                S[32 + 16 * j + r] = (uint8_t)(int8_t)(ls - 32);
+            }
+            for (int j = 0; j < 8; j++)
+                for (int c = 0; c < 4; c++) memcpy(S + 160 + 256 * j + 64 * c + 4 * r, x->qs + 16 * j + 4 * c, 4);
+        }
+    }
+}
+static size_t bytes_iq4_xs_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * IQ4XS_SB_BYTES; }
+
+/* 8 rows' int8 scales as int16 pairs (s, s) a row */
+INLINE __m256i scale_pairs8_signed(const uint8_t *p) {
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA);
+}
+
+INLINE void gemm_iq4_xs_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                             size_t as, float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ob_iq4nl_values));
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int h = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * IQ4XS_SB_BYTES;
+            if (HB == 2 && hh == 0 && g_pf)
+                prefetch_ahead(S, 3);
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *C = S + 160 + 256 * j + 32 * h;
+                if (HB == 2 && hh == 0 && g_pf)
+                    prefetch_ahead(C, 4);
+                const __m256i sc = scale_pairs8_signed(S + 32 + 16 * j + 8 * h);
+                for (int c = 0; c < 4; c++) {
+                    const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(C + 64 * c));
+                    const __m256i vl = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
+                    const __m256i vh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+                    const __m256i ul = _mm256_sign_epi8(vl, vl), uh = _mm256_sign_epi8(vh, vh);
+#pragma GCC unroll 2
+                    for (int t = 0; t < NT; t++) {
+                        const __m256i pl =
+                            _mm256_maddubs_epi16(ul, _mm256_sign_epi8(bcast4(a[t]->qs + 32 * j + 4 * c), vl));
+                        const __m256i ph =
+                            _mm256_maddubs_epi16(uh, _mm256_sign_epi8(bcast4(a[t]->qs + 32 * j + 16 + 4 * c), vh));
+                        isum[t] = _mm256_add_epi32(isum[t],
+                                                   _mm256_add_epi32(_mm256_madd_epi16(pl, sc), _mm256_madd_epi16(ph, sc)));
+                        KEEP(isum[t]);
+                    }
+                }
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++)
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)),
+                                             acc[hh][t]);
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
 #define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                      \
     do {                                                                            \
@@ -1101,6 +1190,12 @@ INLINE void pbody_q6_K(const int NT, int64_t n, const void *p, const char *a, si
 }
 static void gemm_q6_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q6_K, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_iq4_xs(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_iq4_xs_half, NT, n, p, a, as, o, os);
+}
+static void gemm_iq4_xs_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_iq4_xs, n, p, act, as, nt, out, os);
 }
 
 /* Packed F16 and BF16 panels (prefill and decode of 16-bit weights whose row count is a
@@ -1727,6 +1822,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q6_K].panel_bytes = bytes_q6_K_avx2;
     k->mm[OB_TYPE_Q6_K].pack = pack_q6_K_avx2;
     k->mm[OB_TYPE_Q6_K].gemm = gemm_q6_K_avx2;
+    k->mm[OB_TYPE_IQ4_XS].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_IQ4_XS].panel_bytes = bytes_iq4_xs_avx2;
+    k->mm[OB_TYPE_IQ4_XS].pack = pack_iq4_xs_avx2;
+    k->mm[OB_TYPE_IQ4_XS].gemm = gemm_iq4_xs_avx2;
     /* 16-bit weights repacked into panels (above); the integer types stay native here */
     k->mm[OB_TYPE_F16].packed_act = OB_ACT_F32;
     k->mm[OB_TYPE_F16].panel_bytes = bytes_h16;

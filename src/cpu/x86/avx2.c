@@ -389,6 +389,95 @@ static void gemm_q8_0_avx2(int64_t n, const void *p, const void *act, size_t as,
 static void pack_q8_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) { pack_a8(A8_Q8_0, rows, rb, n, panel); }
 static size_t bytes_q8_0_avx2(int64_t n) { return a8_panel_bytes(A8_Q8_0, n); }
 
+/* IQ4_NL and MXFP4 panels (the same layout: the file's nibbles). The codes index a table of
+ * signed values, looked up by one vpshufb per nibble vector for 8 rows, then the sign trick as
+ * Q8_0's. IQ4_NL's values reach 127, so every vpmaddubsw goes through vpmaddwd into int32, as
+ * for Q8_0; MXFP4's (E2M1 doubled) reach 12, so a block's 8 vpmaddubsw add in int16 (pairs <=
+ * 2 * 12 * 127, 8 of them 24,384 < 2^15) and one vpmaddwd ends the block, as for Q4_0. The
+ * block scale: d halves, or MXFP4's exponent bytes as 2^(e - 128) (ob_e8m0_to_fp32_half's
+ * values, subnormals for e < 2). */
+INLINE __m256 e8m0_half8(const uint8_t *e) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)e));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
+}
+
+INLINE void gemm_a8t_half(const int kind, const int NT, const int HB, int64_t n, const void *panel, int h0,
+                          const char *act, size_t as, float *out, size_t os) {
+    const int64_t nb = n / 32;
+    const int mx = kind == A8_MXFP4;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)(mx ? ob_mxfp4_values : ob_iq4nl_values)));
+    __m256 acc[2][4];
+    for (int t = 0; t < 8; t++) acc[t / 4][t % 4] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int h = h0 + hh;
+            const uint8_t *qb = a8_at(kind, panel, b, A8_CODES) + 32 * h;
+            if (HB == 2 && hh == 0 && g_pf) {
+                prefetch_ahead(a8_at(kind, panel, b, A8_CODES), 4);
+                if ((b & 3) == 0) prefetch_ahead(a8_at(kind, panel, b, A8_D), 1);
+            }
+            __m256i s[4];
+            for (int j = 0; j < 4; j++) {
+                const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(qb + 64 * j));
+                const __m256i vl = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
+                const __m256i vh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+                const __m256i ul = _mm256_abs_epi8(vl), uh = _mm256_abs_epi8(vh);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                    const __m256i pl = _mm256_maddubs_epi16(ul, _mm256_sign_epi8(bcast4(a->qs + 4 * j), vl));
+                    const __m256i ph = _mm256_maddubs_epi16(uh, _mm256_sign_epi8(bcast4(a->qs + 16 + 4 * j), vh));
+                    if (mx) {
+                        const __m256i p = _mm256_add_epi16(pl, ph);
+                        s[t] = j ? _mm256_add_epi16(s[t], p) : p;
+                    } else {
+                        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones));
+                        s[t] = j ? _mm256_add_epi32(s[t], p) : p;
+                    }
+                    KEEP(s[t]);
+                }
+            }
+            const __m256 dw = mx ? e8m0_half8(a8_at(kind, panel, b, A8_D) + 8 * h)
+                                 : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(a8_at(kind, panel, b, A8_D) + 16 * h)));
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const ob_act_q8 *a = ACT_Q8(act, as, t, b);
+                const __m256i i = mx ? _mm256_madd_epi16(s[t], ones) : s[t];
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(a->d)), acc[hh][t]);
+            }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
+#define DEF_A8T(name, kind)                                                                                    \
+    INLINE void pbody_##name(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o,     \
+                             size_t os) {                                                                    \
+        if (NT <= 2) {                                                                                       \
+            gemm_a8t_half(kind, NT, 2, n, p, 0, a, as, o, os);                                               \
+        } else {                                                                                             \
+            gemm_a8t_half(kind, NT, 1, n, p, 0, a, as, o, os);                                               \
+            gemm_a8t_half(kind, NT, 1, n, p, 1, a, as, o, os);                                               \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void gemm_##name##_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, \
+                                   size_t os) {                                                              \
+        SPLIT_NT(pbody_##name, n, p, act, as, nt, out, os);                                                  \
+    }                                                                                                        \
+    static void pack_##name##_avx2(const void *rows, size_t rb, int64_t n, void *panel) {                    \
+        pack_a8(kind, rows, rb, n, panel);                                                                   \
+    }                                                                                                        \
+    static size_t bytes_##name##_avx2(int64_t n) { return a8_panel_bytes(kind, n); }
+
+DEF_A8T(iq4_nl, A8_IQ4_NL)
+DEF_A8T(mxfp4, A8_MXFP4)
+
 /* ======================================================================
  * Q4_0 x 4-bit activations (W4A4)
  *
@@ -1811,6 +1900,8 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     PACK(OB_TYPE_Q5_0, q5_0);
     PACK(OB_TYPE_Q5_1, q5_1);
     PACK(OB_TYPE_Q8_0, q8_0);
+    PACK(OB_TYPE_IQ4_NL, iq4_nl);
+    PACK(OB_TYPE_MXFP4, mxfp4);
 #undef PACK
     k->mm[OB_TYPE_Q4_0].packed_a4_act = OB_ACT_Q4X;
     k->mm[OB_TYPE_Q4_0].gemm_a4 = gemm_q4_0_avx2;

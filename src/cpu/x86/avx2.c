@@ -999,49 +999,108 @@ static void pack_q4_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) 
 }
 static size_t bytes_q4_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q4K_SB_BYTES; }
 
+/* Q5_K: Q4_K's super-block with each unit p followed by its fifth bits, 2880 bytes:
+ *   d, dmin, sc, mn as Q4_K's                                           320
+ *   units p 0..3 (640 each): codes[8][64] as Q4_K's, then qh[2][64]:
+ *     chunk v, byte i of row r: bit m = bit 4 of element 4(4v+m)+i of
+ *     sub-block 2p, bit 4+m that of sub-block 2p+1 (avx512.c's chunks),
+ *     so shifting right by m = j % 4 lines up the bits chunk j needs
+ * (the row format's size plus Q4_K's 4 unpacked-scale bytes a row). Codes
+ * 0..31 let 4 vpmaddubsw add in int16 (4 * 2 * 31 * 127 < 2^15), so each
+ * sub-block's chunks go to its scale in two vpmaddwd instead of one. */
+#define Q5K_SB_BYTES 2880
+static void pack_q5_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * Q5K_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_q5_K *x = (const ob_block_q5_K *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            memcpy(S + 32 + 2 * r, &x->dmin, 2);
+            uint8_t sc[8], mn[8];
+            q4k_scales(x->scales, sc, mn);
+            for (int j = 0; j < 8; j++) S[64 + 16 * j + r] = sc[j];
+            for (int i = 0; i < 4; i++) {
+                S[192 + 32 * i + 2 * r] = mn[2 * i];
+                S[192 + 32 * i + 2 * r + 1] = mn[2 * i + 1];
+            }
+            for (int p = 0; p < 4; p++) {
+                uint8_t *U = S + 320 + 640 * p;
+                for (int j = 0; j < 8; j++) memcpy(U + 64 * j + 4 * r, x->qs + 32 * p + 4 * j, 4);
+                for (int v = 0; v < 2; v++)
+                    for (int i = 0; i < 4; i++) {
+                        uint8_t b = 0;
+                        for (int m = 0; m < 4; m++) {
+                            const int l = 4 * (4 * v + m) + i;
+                            b |= (uint8_t)(((x->qh[l] >> (2 * p)) & 1) << m);
+                            b |= (uint8_t)(((x->qh[l] >> (2 * p + 1)) & 1) << (4 + m));
+                        }
+                        U[512 + 64 * v + 4 * r + i] = b;
+                    }
+            }
+        }
+    }
+}
+static size_t bytes_q5_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q5K_SB_BYTES; }
+
 /* 8 rows' byte scales (sub-block major) as int16 pairs (s, s) a row */
 INLINE __m256i scale_pairs8(const uint8_t *p) {
     const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-INLINE void gemm_q4_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
-                           size_t as, float *out, size_t os) {
+/* Q4_K and (five) Q5_K */
+INLINE void gemm_q45K_half(const int five, const int NT, const int HB, int64_t n, const void *panel, int h0,
+                           const char *act, size_t as, float *out, size_t os) {
     const int64_t nsb = n / OB_QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const size_t sbb = five ? Q5K_SB_BYTES : Q4K_SB_BYTES, unit = five ? 640 : 512;
+    const int JB = five ? 4 : 8; /* chunks summed in int16 before a vpmaddwd */
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
     __m256 acc[2][2];
     for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         for (int hh = 0; hh < HB; hh++) {
             const int h = h0 + hh;
-            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q4K_SB_BYTES;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * sbb;
             if (HB == 2 && hh == 0 && g_pf)
                 prefetch_ahead(S, 5);
             const ob_act_q8K *a[2];
             __m256i isum[2];
             for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                const uint8_t *C = S + 320 + 512 * p + 32 * h;
+                const uint8_t *C = S + 320 + unit * p + 32 * h;
                 if (HB == 2 && hh == 0 && g_pf)
-                    prefetch_ahead(C, 8);
-                __m256i sa[2], sbh[2];
+                    prefetch_ahead(C, five ? 10 : 8);
+                /* Q5_K takes its scales twice a unit: loaded once, before the chunks (its gemv from
+                 * L2 32 -> 39 GB/s); Q4_K loads them after the chunks (fewer registers live) */
+                __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+                if (five) s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);
+                __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sbh[2] = {sa[0], sa[1]};
                 for (int j = 0; j < 8; j++) {
                     const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(C + 64 * j));
-                    const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    if (five) {
+                        const __m256i hv = _mm256_load_si256((const __m256i *)(const void *)(C + 512 + 64 * (j / 4)));
+                        const __m256i tj = _mm256_srli_epi16(hv, j % 4);
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(tj, 4), m10));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(tj, m10));
+                    }
 #pragma GCC unroll 2
                     for (int t = 0; t < NT; t++) {
                         const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(a[t]->qs + 64 * p + 4 * j));
                         const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(a[t]->qs + 64 * p + 32 + 4 * j));
-                        sa[t] = j ? _mm256_add_epi16(sa[t], pl) : pl;
-                        sbh[t] = j ? _mm256_add_epi16(sbh[t], ph) : ph;
+                        sa[t] = j % JB ? _mm256_add_epi16(sa[t], pl) : pl;
+                        sbh[t] = j % JB ? _mm256_add_epi16(sbh[t], ph) : ph;
                         KEEP(sa[t]);
                         KEEP(sbh[t]);
                     }
-                }
-                const __m256i s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);
+                    if (j % JB == JB - 1) {
+                        if (!five) s0 = scale_pairs8(S + 64 + 16 * (2 * p) + 8 * h), s1 = scale_pairs8(S + 64 + 16 * (2 * p + 1) + 8 * h);
 #pragma GCC unroll 2
-                for (int t = 0; t < NT; t++)
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], s0), _mm256_madd_epi16(sbh[t], s1)));
+                        for (int t = 0; t < NT; t++)
+                            isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(sa[t], s0), _mm256_madd_epi16(sbh[t], s1)));
+                    }
+                }
             }
             const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * h)));
             const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 16 * h)));
@@ -1268,8 +1327,22 @@ INLINE void gemm_iq4_xs_half(const int NT, const int HB, int64_t n, const void *
         if ((NT) == 4) half(2, 2, n, p, 0, (a) + 2 * (as), as, (o) + 2 * (os), os); \
     } while (0)
 
+INLINE void gemm_q4_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
+    gemm_q45K_half(0, NT, HB, n, panel, h0, act, as, out, os);
+}
+INLINE void gemm_q5_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
+    gemm_q45K_half(1, NT, HB, n, panel, h0, act, as, out, os);
+}
 INLINE void pbody_q4_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
     KQ_PAIRS(gemm_q4_K_half, NT, n, p, a, as, o, os);
+}
+INLINE void pbody_q5_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_q5_K_half, NT, n, p, a, as, o, os);
+}
+static void gemm_q5_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q5_K, n, p, act, as, nt, out, os);
 }
 static void gemm_q4_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q4_K, n, p, act, as, nt, out, os);
@@ -1909,6 +1982,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q4_K].panel_bytes = bytes_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].pack = pack_q4_K_avx2;
     k->mm[OB_TYPE_Q4_K].gemm = gemm_q4_K_avx2;
+    k->mm[OB_TYPE_Q5_K].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_Q5_K].panel_bytes = bytes_q5_K_avx2;
+    k->mm[OB_TYPE_Q5_K].pack = pack_q5_K_avx2;
+    k->mm[OB_TYPE_Q5_K].gemm = gemm_q5_K_avx2;
     k->mm[OB_TYPE_Q6_K].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_Q6_K].panel_bytes = bytes_q6_K_avx2;
     k->mm[OB_TYPE_Q6_K].pack = pack_q6_K_avx2;

@@ -47,6 +47,7 @@
  * is widened to floats with shifts.
  */
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../quant/iq_tables.h"
@@ -543,6 +544,61 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia, scv));
                 }
             }
+        } else if ((kind == KQ_Q2_K || kind == KQ_Q3_K) && NT <= 2) {
+            /* One or two tokens (decode): the four sub-blocks kk that share a run of 4 chunks
+             * (the 2-bit fields of the same bytes) go side by side - each chunk (and hmask chunk)
+             * loaded once instead of once per sub-block, and four independent vpdpbusd chains a
+             * token instead of one at a time, whose 4-deep latency bound the loop below (gemv
+             * from L2 22 GB/s against Q4_K's 100). Integer sums: the same result. */
+            const uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
+            /* the whole next super-block, lines ahead of this one's reads: without it the
+             * faster loop read Q3_K from DRAM at 6-7 GB/s (its hmask and unit streams 512 bytes
+             * apart defeat the hardware prefetcher once the loop outruns it), with it 25-35 */
+            for (int l = 0; l <= (int)(kq_body_bytes(kind) / 64); l++)
+                _mm_prefetch((const char *)B + kq_body_bytes(kind) + 64 * l, _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *U = U0 + 640 * (size_t)h;
+                for (int half = 0; half < 2; half++) {
+                    __m512i ia[2][4];
+#pragma GCC unroll 2
+                    for (int t = 0; t < NT && t < 2; t++)
+                        for (int kk = 0; kk < 4; kk++)
+                            ia[t][kk] = kind == KQ_Q3_K ? _mm512_set1_epi32(-4 * a[t]->bsums[8 * h + 2 * kk + half])
+                                                        : _mm512_setzero_si512();
+                    for (int c = 4 * half; c < 4 * half + 4; c++) {
+                        const __m512i raw = _mm512_load_si512((const void *)(U + 64 * c));
+                        const __m512i hv = kind == KQ_Q3_K ? _mm512_load_si512((const void *)(B + 64 * c)) : raw;
+#pragma GCC unroll 4
+                        for (int kk = 0; kk < 4; kk++) {
+                            __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
+                            if (kind == KQ_Q3_K) {
+                                const int sh = 4 * h + kk;
+                                const __m512i hb = sh >= 2 ? _mm512_srli_epi16(hv, (unsigned)(sh - 2))
+                                                           : _mm512_slli_epi16(hv, (unsigned)(2 - sh));
+                                w = _mm512_ternarylogic_epi32(w, hb, m04, 0xF8); /* w | (hb & 4) */
+                            }
+#pragma GCC unroll 2
+                            for (int t = 0; t < NT && t < 2; t++)
+                                ia[t][kk] = _mm512_dpbusd_epi32(
+                                    ia[t][kk], w, bcast32(a[t]->qs + 16 * (8 * h + 2 * kk + half) + 4 * (c - 4 * half)));
+                        }
+                    }
+                    for (int kk = 0; kk < 4; kk++) {
+                        const uint8_t *sp = U + 512 + 16 * (size_t)(2 * kk + half);
+                        const __m512i scv =
+                            kind == KQ_Q2_K ? _mm512_and_si512(load_u8x16(sp), _mm512_set1_epi32(15)) : load_i8x16(sp);
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT && t < 2; t++)
+                            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ia[t][kk], scv));
+                    }
+                }
+            }
+            if (kind == KQ_Q2_K)
+                for (int q = 0; q < 8; q++) {
+                    const uint8_t *sp = U0 + 640 * (size_t)(q / 4) + 512 + 32 * (size_t)(q % 4);
+                    mnp[q] = _mm512_or_si512(_mm512_srli_epi32(load_u8x16(sp), 4),
+                                             _mm512_slli_epi32(_mm512_srli_epi32(load_u8x16(sp + 16), 4), 16));
+                }
         } else if (kind == KQ_Q2_K || kind == KQ_Q3_K) {
             const uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
             for (int s = 0; s < 16; s++) {

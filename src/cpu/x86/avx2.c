@@ -1230,6 +1230,96 @@ INLINE void gemm_q6_K_half(const int NT, const int HB, int64_t n, const void *pa
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
+/* Q2_K: a super-block of 16 rows is 1344 bytes (the row format's size):
+ *   d[16], dmin[16]     halves                                             64
+ *   sc[16][16]          the file's scale bytes (sc | m << 4), sub-block major 256
+ *   codes[2][8][64]     half h (128 elements), chunk c: the rows'
+ *                       qs[32h+4c..+3] (bits 2k of byte i: element
+ *                       128h + 32k + 4c + i, sub-block 8h + 2k + c / 4)   1024
+ * Codes 0..3: the 4 chunks of a sub-block sum in int16 (4 * 2 * 3 * 127),
+ * then one vpmaddwd by the rows' scales; the mins are 8 vpmaddwd of (m[2i],
+ * m[2i+1]) pairs by the activation's 16-element sums. Each group of 4
+ * chunks is loaded once for its 4 sub-blocks (the 2-bit fields k). */
+#define Q2K_SB_BYTES 1344
+static void pack_q2_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * Q2K_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_q2_K *x = (const ob_block_q2_K *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            memcpy(S + 32 + 2 * r, &x->dmin, 2);
+            for (int j = 0; j < 16; j++) S[64 + 16 * j + r] = x->scales[j];
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++) memcpy(S + 320 + 512 * h + 64 * c + 4 * r, x->qs + 32 * h + 4 * c, 4);
+        }
+    }
+}
+static size_t bytes_q2_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q2K_SB_BYTES; }
+
+INLINE __m256i u8x8_epi32(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)); }
+
+INLINE void gemm_q2_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi32(15);
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int hr = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q2K_SB_BYTES;
+            if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S, 5);
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S + 320 + 512 * h, 8);
+                for (int g = 0; g < 2; g++) {
+                    __m256i raw[4];
+                    for (int j = 0; j < 4; j++)
+                        raw[j] = _mm256_load_si256((const __m256i *)(const void *)(S + 320 + 512 * h + 64 * (4 * g + j) + 32 * hr));
+                    for (int k = 0; k < 4; k++) {
+                        const int sbk = 8 * h + 2 * k + g;
+                        __m256i s16[2];
+                        for (int j = 0; j < 4; j++) {
+                            const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw[j], 2 * k), m3);
+#pragma GCC unroll 2
+                            for (int t = 0; t < NT; t++) {
+                                const __m256i p = _mm256_maddubs_epi16(q, bcast4(a[t]->qs + 128 * h + 32 * k + 16 * g + 4 * j));
+                                s16[t] = j ? _mm256_add_epi16(s16[t], p) : p;
+                                KEEP(s16[t]);
+                            }
+                        }
+                        __m256i sc = _mm256_and_si256(u8x8_epi32(S + 64 + 16 * sbk + 8 * hr), m15);
+                        sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                    }
+                }
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * hr)));
+            const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 32 + 16 * hr)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                __m256i m = _mm256_setzero_si256();
+                for (int i = 0; i < 8; i++) {
+                    const __m256i lo = _mm256_srli_epi32(u8x8_epi32(S + 64 + 16 * (2 * i) + 8 * hr), 4);
+                    const __m256i hi = _mm256_srli_epi32(u8x8_epi32(S + 64 + 16 * (2 * i + 1) + 8 * hr), 4);
+                    int32_t bs;
+                    memcpy(&bs, a[t]->bsums + 2 * i, 4);
+                    m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)), _mm256_set1_epi32(bs)));
+                }
+                const __m256 da = _mm256_set1_ps(a[t]->d);
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[hh][t]);
+                acc[hh][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc[hh][t]);
+            }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
 /* IQ4_XS: a super-block of 16 rows is 2208 bytes, read front to back:
  *   d[16]              halves                                             32
  *   sc[8][16]          int8 scales ls - 32, sub-block major               128
@@ -1352,6 +1442,12 @@ INLINE void pbody_q6_K(const int NT, int64_t n, const void *p, const char *a, si
 }
 static void gemm_q6_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q6_K, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_q2_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_q2_K_half, NT, n, p, a, as, o, os);
+}
+static void gemm_q2_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q2_K, n, p, act, as, nt, out, os);
 }
 INLINE void pbody_iq4_xs(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
     KQ_PAIRS(gemm_iq4_xs_half, NT, n, p, a, as, o, os);
@@ -1990,6 +2086,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q6_K].panel_bytes = bytes_q6_K_avx2;
     k->mm[OB_TYPE_Q6_K].pack = pack_q6_K_avx2;
     k->mm[OB_TYPE_Q6_K].gemm = gemm_q6_K_avx2;
+    k->mm[OB_TYPE_Q2_K].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_Q2_K].panel_bytes = bytes_q2_K_avx2;
+    k->mm[OB_TYPE_Q2_K].pack = pack_q2_K_avx2;
+    k->mm[OB_TYPE_Q2_K].gemm = gemm_q2_K_avx2;
     k->mm[OB_TYPE_IQ4_XS].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_IQ4_XS].panel_bytes = bytes_iq4_xs_avx2;
     k->mm[OB_TYPE_IQ4_XS].pack = pack_iq4_xs_avx2;

@@ -1409,6 +1409,94 @@ INLINE void gemm_iq4_xs_half(const int NT, const int HB, int64_t n, const void *
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
+/* Q3_K: a super-block of 16 rows is 1824 bytes:
+ *   d[16]             halves                                               32
+ *   sc[16][16]        int8 scales sc - 32, sub-block major (unpacked at load) 256
+ *   hm[8][64]         chunk c: the rows' hmask[4c..+3] (bit 4h + k of byte i:
+ *                     bit 2 of the code of element 128h + 32k + 4c + i)      512
+ *   codes[2][8][64]   as Q2_K's                                             1024
+ * (the row format's 1760 plus 4 bytes a row: the 6-bit scales as bytes).
+ * Codes 0..7 (the value + 4): a sub-block's 4 chunks sum in int16 (4 * 2 *
+ * 7 * 127), one vpmaddwd by the signed scales; the 4 comes off once per
+ * super-block as 4 * (scales . the activation's 16-element sums). */
+#define Q3K_SB_BYTES 1824
+static void pack_q3_K_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * Q3K_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_q3_K *x = (const ob_block_q3_K *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            for (int j = 0; j < 16; j++) S[32 + 16 * j + r] = (uint8_t)(int8_t)q3k_scale(x->scales, j);
+            for (int c = 0; c < 8; c++) memcpy(S + 288 + 64 * c + 4 * r, x->hmask + 4 * c, 4);
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++) memcpy(S + 800 + 512 * h + 64 * c + 4 * r, x->qs + 32 * h + 4 * c, 4);
+        }
+    }
+}
+static size_t bytes_q3_K_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * Q3K_SB_BYTES; }
+
+INLINE void gemm_q3_K_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                           size_t as, float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3), m04 = _mm256_set1_epi8(4);
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int hr = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * Q3K_SB_BYTES;
+            if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S, 13);
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S + 800 + 512 * h, 8);
+                for (int g = 0; g < 2; g++) {
+                    __m256i raw[4];
+                    for (int j = 0; j < 4; j++)
+                        raw[j] = _mm256_load_si256((const __m256i *)(const void *)(S + 800 + 512 * h + 64 * (4 * g + j) + 32 * hr));
+                    for (int k = 0; k < 4; k++) {
+                        const int sbk = 8 * h + 2 * k + g, sh = 4 * h + k;
+                        __m256i s16[2];
+                        for (int j = 0; j < 4; j++) {
+                            const __m256i hv = _mm256_load_si256((const __m256i *)(const void *)(S + 288 + 64 * (4 * g + j) + 32 * hr));
+                            const __m256i hb = sh >= 2 ? _mm256_srli_epi16(hv, sh - 2) : _mm256_slli_epi16(hv, 2 - sh);
+                            const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw[j], 2 * k), m3),
+                                                              _mm256_and_si256(hb, m04));
+#pragma GCC unroll 2
+                            for (int t = 0; t < NT; t++) {
+                                const __m256i p = _mm256_maddubs_epi16(q, bcast4(a[t]->qs + 128 * h + 32 * k + 16 * g + 4 * j));
+                                s16[t] = j ? _mm256_add_epi16(s16[t], p) : p;
+                                KEEP(s16[t]);
+                            }
+                        }
+                        const __m256i sc = scale_pairs8_signed(S + 32 + 16 * sbk + 8 * hr);
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                    }
+                }
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * hr)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                __m256i off = _mm256_setzero_si256();
+                for (int i = 0; i < 8; i++) {
+                    const __m256i lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(S + 32 + 16 * (2 * i) + 8 * hr)));
+                    const __m256i hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(S + 32 + 16 * (2 * i + 1) + 8 * hr)));
+                    int32_t bs;
+                    memcpy(&bs, a[t]->bsums + 2 * i, 4);
+                    off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA), _mm256_set1_epi32(bs)));
+                }
+                const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 2));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
+            }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
 #define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                      \
     do {                                                                            \
@@ -1448,6 +1536,12 @@ INLINE void pbody_q2_K(const int NT, int64_t n, const void *p, const char *a, si
 }
 static void gemm_q2_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q2_K, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_q3_K(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_q3_K_half, NT, n, p, a, as, o, os);
+}
+static void gemm_q3_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_q3_K, n, p, act, as, nt, out, os);
 }
 INLINE void pbody_iq4_xs(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
     KQ_PAIRS(gemm_iq4_xs_half, NT, n, p, a, as, o, os);
@@ -2090,6 +2184,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q2_K].panel_bytes = bytes_q2_K_avx2;
     k->mm[OB_TYPE_Q2_K].pack = pack_q2_K_avx2;
     k->mm[OB_TYPE_Q2_K].gemm = gemm_q2_K_avx2;
+    k->mm[OB_TYPE_Q3_K].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_Q3_K].panel_bytes = bytes_q3_K_avx2;
+    k->mm[OB_TYPE_Q3_K].pack = pack_q3_K_avx2;
+    k->mm[OB_TYPE_Q3_K].gemm = gemm_q3_K_avx2;
     k->mm[OB_TYPE_IQ4_XS].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_IQ4_XS].panel_bytes = bytes_iq4_xs_avx2;
     k->mm[OB_TYPE_IQ4_XS].pack = pack_iq4_xs_avx2;

@@ -1497,6 +1497,69 @@ INLINE void gemm_q3_K_half(const int NT, const int HB, int64_t n, const void *pa
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
+/* TQ2_0: a super-block of 16 rows is 1056 bytes (the row format's size): d[16] halves (32),
+ * then the codes as Q2_K's 2 x 8 chunks (1024). Codes 0..2 (the value + 1) make pairs of at
+ * most 2 * 2 * 127, so a half's 32 vpmaddubsw (8 chunks x 4 fields) add in int16 (32 * 508 <
+ * 2^15): two vpmaddwd a super-block, and the 1 comes off as the activation's whole sum. */
+#define TQ2_SB_BYTES 1056
+static void pack_tq2_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * TQ2_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_tq2_0 *x = (const ob_block_tq2_0 *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c++) memcpy(S + 32 + 512 * h + 64 * c + 4 * r, x->qs + 32 * h + 4 * c, 4);
+        }
+    }
+}
+static size_t bytes_tq2_0_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * TQ2_SB_BYTES; }
+
+INLINE void gemm_tq2_0_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                            size_t as, float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int hr = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * TQ2_SB_BYTES;
+            const ob_act_q8K *a[2];
+            __m256i isum[2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), isum[t] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S + 512 * h, 8);
+                __m256i s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                for (int c = 0; c < 8; c++) {
+                    const __m256i raw = _mm256_load_si256((const __m256i *)(const void *)(S + 32 + 512 * h + 64 * c + 32 * hr));
+                    for (int k = 0; k < 4; k++) {
+                        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3);
+#pragma GCC unroll 2
+                        for (int t = 0; t < NT; t++) {
+                            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(a[t]->qs + 128 * h + 32 * k + 4 * c)));
+                            KEEP(s16[t]);
+                        }
+                    }
+                }
+#pragma GCC unroll 2
+                for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * hr)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                int tot = 0;
+                for (int g = 0; g < 8; g++) tot += a[t]->bsum32[g];
+                const __m256i v = _mm256_sub_epi32(isum[t], _mm256_set1_epi32(tot));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
+            }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
 #define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                      \
     do {                                                                            \
@@ -1542,6 +1605,12 @@ INLINE void pbody_q3_K(const int NT, int64_t n, const void *p, const char *a, si
 }
 static void gemm_q3_K_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_q3_K, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_tq2_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_tq2_0_half, NT, n, p, a, as, o, os);
+}
+static void gemm_tq2_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_tq2_0, n, p, act, as, nt, out, os);
 }
 INLINE void pbody_iq4_xs(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
     KQ_PAIRS(gemm_iq4_xs_half, NT, n, p, a, as, o, os);
@@ -2188,6 +2257,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_Q3_K].panel_bytes = bytes_q3_K_avx2;
     k->mm[OB_TYPE_Q3_K].pack = pack_q3_K_avx2;
     k->mm[OB_TYPE_Q3_K].gemm = gemm_q3_K_avx2;
+    k->mm[OB_TYPE_TQ2_0].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_TQ2_0].panel_bytes = bytes_tq2_0_avx2;
+    k->mm[OB_TYPE_TQ2_0].pack = pack_tq2_0_avx2;
+    k->mm[OB_TYPE_TQ2_0].gemm = gemm_tq2_0_avx2;
     k->mm[OB_TYPE_IQ4_XS].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_IQ4_XS].panel_bytes = bytes_iq4_xs_avx2;
     k->mm[OB_TYPE_IQ4_XS].pack = pack_iq4_xs_avx2;

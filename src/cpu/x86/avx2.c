@@ -1560,6 +1560,80 @@ INLINE void gemm_tq2_0_half(const int NT, const int HB, int64_t n, const void *p
         for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
+/* TQ1_0: a super-block of 16 rows is 864 bytes (the row format's size): d[16] halves (32), then
+ * 13 chunks of the rows' bytes (qs[4j..+3], j 0..11, then qh; avx512.c's chunks). A byte holds
+ * base-3 digits (value + 1), digit n = floor(3 r_n / 256) with r_0 the byte and r_(n+1) = 3 r_n
+ * mod 256: in byte arithmetic r + r + r, whose two carries (r >= 128; 2r mod 256 + r past 255)
+ * count the digit - seven byte operations give both, where the native dot spends two 16-bit
+ * multiplies and the compares on each digit. Digits 0..2 make pairs of at most 508, so a half's
+ * products add in int16 (two sums of at most 34 terms), and the 1 comes off as the activation's
+ * whole sum. Element of byte i of chunk j, digit n: 32n + 4j + i (j < 8), 160 + 16n + 4(j - 8) +
+ * i (j < 12), 240 + 4n + i (qh). */
+#define TQ1_SB_BYTES 864
+static void pack_tq1_0_avx2(const void *rows, size_t rb, int64_t n, void *panel) {
+    const int64_t nsb = n / OB_QK_K;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t *S = (uint8_t *)panel + (size_t)sb * TQ1_SB_BYTES;
+        for (int r = 0; r < OB_PANEL; r++) {
+            const ob_block_tq1_0 *x = (const ob_block_tq1_0 *)(const void *)((const char *)rows + (size_t)r * rb) + sb;
+            memcpy(S + 2 * r, &x->d, 2);
+            for (int j = 0; j < 12; j++) memcpy(S + 32 + 64 * j + 4 * r, x->qs + 4 * j, 4);
+            memcpy(S + 32 + 64 * 12 + 4 * r, x->qh, 4);
+        }
+    }
+}
+static size_t bytes_tq1_0_avx2(int64_t n) { return (size_t)(n / OB_QK_K) * TQ1_SB_BYTES; }
+
+INLINE void gemm_tq1_0_half(const int NT, const int HB, int64_t n, const void *panel, int h0, const char *act,
+                            size_t as, float *out, size_t os) {
+    const int64_t nsb = n / OB_QK_K;
+    const __m256i zero = _mm256_setzero_si256(), one8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][2];
+    for (int t = 0; t < 4; t++) acc[t / 2][t % 2] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int hh = 0; hh < HB; hh++) {
+            const int hr = h0 + hh;
+            const uint8_t *S = (const uint8_t *)panel + (size_t)sb * TQ1_SB_BYTES;
+            if (HB == 2 && hh == 0 && g_pf) prefetch_ahead(S, 14);
+            const ob_act_q8K *a[2];
+            __m256i s16[2][2];
+            for (int t = 0; t < NT; t++) a[t] = ACT_Q8K(act, as, t, sb), s16[t][0] = s16[t][1] = zero;
+            /* unrolled whole: s16's index must be a constant, or the sums live on the stack */
+#pragma GCC unroll 13
+            for (int j = 0; j < 13; j++) {
+                __m256i r = _mm256_load_si256((const __m256i *)(const void *)(S + 32 + 64 * j + 32 * hr));
+                const int nd = j < 12 ? 5 : 4, part = j >= 6;
+#pragma GCC unroll 5
+                for (int dg = 0; dg < nd; dg++) {
+                    const __m256i c1 = _mm256_cmpgt_epi8(zero, r); /* r >= 128: -1 */
+                    const __m256i s1 = _mm256_add_epi8(r, r);
+                    const __m256i r3 = _mm256_add_epi8(s1, r);
+                    const __m256i nc2 = _mm256_cmpeq_epi8(_mm256_max_epu8(r3, s1), r3); /* no second carry: -1 */
+                    const __m256i w = _mm256_sub_epi8(_mm256_add_epi8(one8, nc2), c1);
+                    r = r3;
+                    const int e = j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg;
+#pragma GCC unroll 2
+                    for (int t = 0; t < NT; t++) {
+                        s16[t][part] = _mm256_add_epi16(s16[t][part], _mm256_maddubs_epi16(w, bcast4(a[t]->qs + e)));
+                        KEEP(s16[t][part]);
+                    }
+                }
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(S + 16 * hr)));
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++) {
+                int tot = 0;
+                for (int g = 0; g < 8; g++) tot += a[t]->bsum32[g];
+                const __m256i v = _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(s16[t][0], ones), _mm256_madd_epi16(s16[t][1], ones)),
+                                                   _mm256_set1_epi32(tot));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, _mm256_set1_ps(a[t]->d)), acc[hh][t]);
+            }
+        }
+    }
+    for (int hh = 0; hh < HB; hh++)
+        for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + (size_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
 /* tokens two at a time (the avx2 SPLIT_NT hands out up to 4) */
 #define KQ_PAIRS(half, NT, n, p, a, as, o, os)                                      \
     do {                                                                            \
@@ -1611,6 +1685,12 @@ INLINE void pbody_tq2_0(const int NT, int64_t n, const void *p, const char *a, s
 }
 static void gemm_tq2_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(pbody_tq2_0, n, p, act, as, nt, out, os);
+}
+INLINE void pbody_tq1_0(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
+    KQ_PAIRS(gemm_tq1_0_half, NT, n, p, a, as, o, os);
+}
+static void gemm_tq1_0_avx2(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
+    SPLIT_NT(pbody_tq1_0, n, p, act, as, nt, out, os);
 }
 INLINE void pbody_iq4_xs(const int NT, int64_t n, const void *p, const char *a, size_t as, float *o, size_t os) {
     KQ_PAIRS(gemm_iq4_xs_half, NT, n, p, a, as, o, os);
@@ -2261,6 +2341,10 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->mm[OB_TYPE_TQ2_0].panel_bytes = bytes_tq2_0_avx2;
     k->mm[OB_TYPE_TQ2_0].pack = pack_tq2_0_avx2;
     k->mm[OB_TYPE_TQ2_0].gemm = gemm_tq2_0_avx2;
+    k->mm[OB_TYPE_TQ1_0].packed_act = OB_ACT_Q8K;
+    k->mm[OB_TYPE_TQ1_0].panel_bytes = bytes_tq1_0_avx2;
+    k->mm[OB_TYPE_TQ1_0].pack = pack_tq1_0_avx2;
+    k->mm[OB_TYPE_TQ1_0].gemm = gemm_tq1_0_avx2;
     k->mm[OB_TYPE_IQ4_XS].packed_act = OB_ACT_Q8K;
     k->mm[OB_TYPE_IQ4_XS].panel_bytes = bytes_iq4_xs_avx2;
     k->mm[OB_TYPE_IQ4_XS].pack = pack_iq4_xs_avx2;

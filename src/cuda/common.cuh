@@ -488,6 +488,27 @@ static __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/* A row's sums split over wpr consecutive warps of a block (sub = warp % wpr, each warp's
+ * warp_sum already taken): lane 0 of every warp leaves its N values in red[warp], and lane 0
+ * of the row's first warp adds the row's, in warp order from 0.0f, into v. Every thread of
+ * the block calls it (a barrier). The decode kernels' one order of a split row's sums (mmv.cuh,
+ * mmv16.cu, mmvq.cu, moe.cu), whatever the batch. */
+template <int N>
+static __device__ __forceinline__ void row_sum_warps(float (*red)[N], float *v, int wpr, int warp, int sub,
+                                                     int lane) {
+    if (lane == 0)
+#pragma unroll
+        for (int i = 0; i < N; i++) red[warp][i] = v[i];
+    __syncthreads();
+    if (sub == 0 && lane == 0)
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            float s = 0.0f;
+            for (int k = 0; k < wpr; k++) s += red[warp + k][i];
+            v[i] = s;
+        }
+}
+
 static __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = OB_WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(OB_FULL_MASK, v, o));

@@ -113,19 +113,7 @@ __global__ void __launch_bounds__(MMV_WARPS * OB_WARP) mmv_kernel(mmv_args a, in
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < NT; t++) red[warp][t] = acc[t];
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                float s = 0.0f;
-                for (int k = 0; k < wpr; k++) s += red[warp + k][t];
-                acc[t] = s;
-            }
-    }
+    if (wpr > 1) row_sum_warps<NT>(red, acc, wpr, warp, sub, lane);
     if (row < a.nout && sub == 0 && lane == 0) {
         const float b0 = a.bias ? a.bias[row] : 0.0f;
 #pragma unroll

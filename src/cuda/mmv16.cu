@@ -133,23 +133,7 @@ __global__ void __launch_bounds__(MMV16_WARPS * OB_WARP) mmv16_kernel(const mmv1
     for (int j = 0; j < RW; j++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[j][t] = warp_sum(acc[j][t]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int j = 0; j < RW; j++)
-#pragma unroll
-                for (int t = 0; t < NT; t++) red[warp][j * NT + t] = acc[j][t];
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-#pragma unroll
-            for (int j = 0; j < RW; j++)
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    float s = 0.0f;
-                    for (int k = 0; k < wpr; k++) s += red[warp + k][j * NT + t];
-                    acc[j][t] = s;
-                }
-    }
+    if (wpr > 1) row_sum_warps<RW * NT>(red, &acc[0][0], wpr, warp, sub, lane);
     if constexpr (GLU) {
         if (row < a.nout && sub == 0 && lane == 0) {
             const float b0 = s.bias[0] ? s.bias[0][row] : 0.0f, b1 = s.bias[1] ? s.bias[1][row] : 0.0f;

@@ -179,23 +179,7 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     for (int j = 0; j < R; j++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[j][t] = warp_sum(acc[j][t]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int j = 0; j < R; j++)
-#pragma unroll
-                for (int t = 0; t < NT; t++) red[warp][j * NT + t] = acc[j][t];
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-#pragma unroll
-            for (int j = 0; j < R; j++)
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    float s = 0.0f;
-                    for (int k = 0; k < wpr; k++) s += red[warp + k][j * NT + t];
-                    acc[j][t] = s;
-                }
-    }
+    if (wpr > 1) row_sum_warps<R * NT>(red, &acc[0][0], wpr, warp, sub, lane);
     if constexpr (GLU) {
         mmvq_glu_put<NT, RM>(s, g, acc, row0, nout, sub, lane);
         return;
@@ -298,19 +282,7 @@ __global__ void __launch_bounds__(MMVQ_WARPS * OB_WARP)
     }
 #pragma unroll
     for (int j = 0; j < R; j++) acc[j] = warp_sum(acc[j]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int j = 0; j < R; j++) red[warp][j] = acc[j];
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-#pragma unroll
-            for (int j = 0; j < R; j++) {
-                float t = 0.0f;
-                for (int k = 0; k < wpr; k++) t += red[warp + k][j];
-                acc[j] = t;
-            }
-    }
+    if (wpr > 1) row_sum_warps<R>(red, acc, wpr, warp, sub, lane);
     if (sub == 0 && lane == 0)
 #pragma unroll
         for (int j = 0; j < R; j++)

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(MOE_WARPS * OB_WARP)
     moe_mmvq_kernel(const uint8_t *const *__restrict__ wtab, const int32_t *__restrict__ sel, size_t nb1, int nch,
                     int nout, q8_act a, int xdiv, float *__restrict__ out, int64_t ldo, int wpr) {
     typedef ob_qdot<T> Q;
-    __shared__ float red[MOE_WARPS];
+    __shared__ float red[MOE_WARPS][1];
     const int warp = threadIdx.x / OB_WARP, lane = threadIdx.x % OB_WARP;
     const int row = blockIdx.x * (MOE_WARPS / wpr) + warp / wpr, sub = warp % wpr;
     const int pair = blockIdx.y;
@@ -80,15 +80,7 @@ __global__ void __launch_bounds__(MOE_WARPS * OB_WARP)
         }
     }
     acc = warp_sum(acc);
-    if (wpr > 1) {
-        if (lane == 0) red[warp] = acc;
-        __syncthreads();
-        if (sub == 0 && lane == 0) {
-            float s = 0.0f;
-            for (int i = 0; i < wpr; i++) s += red[warp + i];
-            acc = s;
-        }
-    }
+    if (wpr > 1) row_sum_warps<1>(red, &acc, wpr, warp, sub, lane);
     if (sub == 0 && lane == 0 && row < nout) out[(int64_t)pair * ldo + row] = acc;
 }
 

@@ -278,6 +278,8 @@ static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
     case OB_TYPE_Q4_K:
     case OB_TYPE_Q5_K:
     case OB_TYPE_Q6_K: return nin % 256 == 0;
+    case OB_TYPE_IQ4_NL:
+    case OB_TYPE_MXFP4: return n <= 8 && nin % 64 == 0; /* block pairs, the decode kernel alone */
     default: return false;
     }
 }

@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "quant/iq_tables.h"
+#include "quant/quant_ref.h"
 #include "test.h"
 }
 
@@ -135,6 +136,34 @@ TEST(integer_dot_products_match_the_reference) {
     check_qdot<OB_TYPE_Q4_K>();
     check_qdot<OB_TYPE_Q5_K>();
     check_qdot<OB_TYPE_Q6_K>();
+    check_qdot<OB_TYPE_IQ4_NL>();
+    check_qdot<OB_TYPE_MXFP4>();
+}
+
+/* The table types' constants in mmvq.cuh are the GGUF tables, and its E8M0 scale is the
+ * reference's for every exponent byte; ob_table16 (its host form) looks every nibble up. */
+TEST(integer_dot_tables_match_the_reference) {
+    const uint32_t iq[4] = OB_TAB_IQ4NL, mx[4] = OB_TAB_MXFP4;
+    for (int i = 0; i < 16; i++) {
+        CHECK_EQ_INT((int8_t)(iq[i / 4] >> (8 * (i % 4))), ob_iq4nl_values[i]);
+        CHECK_EQ_INT((int8_t)(mx[i / 4] >> (8 * (i % 4))), ob_mxfp4_values[i]);
+    }
+    int bad = 0;
+    for (int e = 0; e < 256; e++) {
+        const float a = ob_e8m0_half((uint32_t)e), b = ob_e8m0_to_fp32_half((uint8_t)e);
+        if (memcmp(&a, &b, sizeof a) != 0) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    for (uint32_t q = 0; q < 256; q++) {
+        const uint32_t word = q * 0x01010101u ^ 0x00f0ff00u; /* four bytes, all nibble values seen */
+        uint32_t lo, hi;
+        ob_table16(word, iq, lo, hi);
+        for (int i = 0; i < 4; i++) {
+            const uint32_t byte = (word >> (8 * i)) & 0xffu;
+            CHECK_EQ_INT((int8_t)(lo >> (8 * i)), ob_iq4nl_values[byte & 15]);
+            CHECK_EQ_INT((int8_t)(hi >> (8 * i)), ob_iq4nl_values[byte >> 4]);
+        }
+    }
 }
 
 /* The fragment-order 4-bit layout (w4.cuh): the lane/nibble map is a bijection onto the 16 x 16

@@ -446,10 +446,144 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
     }
 };
 
+/* IQ4_NL and MXFP4: 4-bit codes that index a table of 16 signed bytes (ob_iq4nl_values and
+ * ob_mxfp4_values - the E2M1 values doubled - packed 4 to a word little-end first;
+ * test_cuda_dequant checks these words against the tables). */
+#define OB_TAB_IQ4NL {0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u}
+#define OB_TAB_MXFP4 {0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu}
+
+/* The 8 nibbles of q (byte i: low nibble element i, high nibble element i + 16 of a block,
+ * as Q4_0) looked up in the table t: lo gets the 4 low nibbles' bytes, hi the high ones'. On
+ * the device three byte permutes per 4 nibbles: the entry among t[0..1] and among t[2..3] by
+ * the nibble's low 3 bits, then one or the other by its bit 3. */
+OB_QFN void ob_table16(uint32_t q, const uint32_t (&t)[4], uint32_t &lo, uint32_t &hi) {
+#ifdef __CUDA_ARCH__
+    uint32_t v[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t s = q >> (16 * h);
+        const uint32_t a = __byte_perm(t[0], t[1], s & 0x7777u), b = __byte_perm(t[2], t[3], s & 0x7777u);
+        v[h] = __byte_perm(a, b, 0x3210u | ((s & 0x8888u) >> 1));
+    }
+    lo = __byte_perm(v[0], v[1], 0x6420u);
+    hi = __byte_perm(v[0], v[1], 0x7531u);
+#else
+    lo = hi = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t byte = (q >> (8 * i)) & 0xffu, nl = byte & 15u, nh = byte >> 4;
+        lo |= ((t[nl / 4] >> (8 * (nl % 4))) & 0xffu) << (8 * i);
+        hi |= ((t[nh / 4] >> (8 * (nh % 4))) & 0xffu) << (8 * i);
+    }
+#endif
+}
+
+/* Bits n..n+31 of the 64-bit (hi:lo), 0 < n < 32. */
+OB_QFN uint32_t ob_shr64(uint32_t lo, uint32_t hi, int n) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_r(lo, hi, n);
+#else
+    return (lo >> n) | (hi << (32 - n));
+#endif
+}
+
+/* The E8M0 exponent byte as 2^(e - 128): half the MXFP4 block scale, as ob_e8m0_to_fp32_half. */
+OB_QFN float ob_e8m0_half(uint32_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The dot product of a pair of table-coded 32-element blocks: the decoded words (lo/hi as
+ * Q4_0's), the blocks' scales. No offset: the table values are signed. */
+struct tab_dec {
+    uint32_t lo[2][4], hi[2][4];
+    float d[2];
+};
+OB_QFN float tab_dotd(const tab_dec &w, const pair_xin &x) {
+    int s[2];
+#pragma unroll
+    for (int b = 0; b < 2; b++)
+        s[b] = dot16(w.lo[b][0], w.lo[b][1], w.lo[b][2], w.lo[b][3], x.x[2 * b]) +
+               dot16(w.hi[b][0], w.hi[b][1], w.hi[b][2], w.hi[b][3], x.x[2 * b + 1]);
+    return ob_fadd(ob_fmul(w.d[0], ob_fmul(x.ds.x, (float)s[0])), ob_fmul(w.d[1], ob_fmul(x.ds.z, (float)s[1])));
+}
+
+/* IQ4_NL (18 bytes: d, 16 code bytes, as Q4_0). Chunk: a pair of blocks read as Q4_0's. */
+template <> struct ob_qdot<OB_TYPE_IQ4_NL> {
+    static constexpr int QK = 64, BYTES = 36, CHUNKS = 1;
+    struct raw {
+        uint32_t w[9];
+    };
+    typedef pair_xin xin;
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint32_t *p = (const uint32_t *)(row + (size_t)c * BYTES);
+#pragma unroll
+        for (int i = 0; i < 9; i++) r.w[i] = p[i];
+    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
+    typedef tab_dec dec;
+    OB_QFN void decode(const raw &r, int, dec &w) {
+        const uint32_t tab[4] = OB_TAB_IQ4NL;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            ob_table16(mid32(r.w[i], r.w[i + 1]), tab, w.lo[0][i], w.hi[0][i]);
+            ob_table16(r.w[5 + i], tab, w.lo[1][i], w.hi[1][i]);
+        }
+        w.d[0] = ob_h2f((uint16_t)(r.w[0] & 0xffffu));
+        w.d[1] = ob_h2f((uint16_t)(r.w[4] >> 16));
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) { return tab_dotd(w, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
+    }
+};
+
+/* MXFP4 (17 bytes: the exponent byte, 16 code bytes as Q4_0's). Chunk: a pair of blocks, 34
+ * bytes, only 2-byte aligned: seventeen 16-bit loads, the code words of block 0 shifted out of
+ * their 1-byte offset and block 1's out of their 2-byte one. */
+template <> struct ob_qdot<OB_TYPE_MXFP4> {
+    static constexpr int QK = 64, BYTES = 34, CHUNKS = 1;
+    struct raw {
+        uint16_t h[17];
+    };
+    typedef pair_xin xin;
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint16_t *p = (const uint16_t *)(row + (size_t)c * BYTES);
+#pragma unroll
+        for (int i = 0; i < 17; i++) r.h[i] = p[i];
+    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
+    typedef tab_dec dec;
+    OB_QFN void decode(const raw &r, int, dec &w) {
+        const uint32_t tab[4] = OB_TAB_MXFP4;
+        uint32_t W[9];
+#pragma unroll
+        for (int k = 0; k < 8; k++) W[k] = (uint32_t)r.h[2 * k] | (uint32_t)r.h[2 * k + 1] << 16;
+        W[8] = r.h[16];
+        /* block 0: e = byte 0, codes 1..16; block 1: e = byte 17, codes 18..33 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            ob_table16(ob_shr64(W[i], W[i + 1], 8), tab, w.lo[0][i], w.hi[0][i]);
+            ob_table16(ob_shr64(W[4 + i], W[5 + i], 16), tab, w.lo[1][i], w.hi[1][i]);
+        }
+        w.d[0] = ob_e8m0_half(W[0] & 0xffu);
+        w.d[1] = ob_e8m0_half((W[4] >> 8) & 0xffu);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) { return tab_dotd(w, x); }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
+    }
+};
+
 /* Whether the integer kernel handles type T. */
 OB_QFN bool ob_qdot_has(int type) {
     return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
-           type == OB_TYPE_Q6_K;
+           type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4;
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop

@@ -580,10 +580,57 @@ template <> struct ob_qdot<OB_TYPE_MXFP4> {
     }
 };
 
+/* IQ4_XS (136 bytes: d, scales_h, scales_l[4], 128 code bytes; 8 sub-blocks of 32 whose 16
+ * code bytes hold elements 0..15 in the low nibbles and 16..31 in the high ones, values
+ * d (ls - 32) iq4nl[q]). Chunk c (4 per block): sub-blocks 2g and 2g + 1 (g = c % 4), their 32
+ * code bytes contiguous at 8 + 32g, and the 8-byte header; blocks are 8-byte aligned, so five
+ * 8-byte loads. ls of sub-block s: 4 bits of scales_l[s / 2] (low nibble first), 2 bits of
+ * scales_h at 2s. */
+template <> struct ob_qdot<OB_TYPE_IQ4_XS> {
+    static constexpr int QK = 256, BYTES = 136, CHUNKS = 4;
+    struct raw {
+        uint2 h, q[4];
+    };
+    typedef kq_xin xin;
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 2) * BYTES;
+        r.h = *(const uint2 *)b;
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.q[i] = *(const uint2 *)(b + 8 + 32 * (c & 3) + 8 * i);
+    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
+    struct dec {
+        uint32_t lo[8], hi[8];
+        float ds0, ds1;
+    };
+    OB_QFN void decode(const raw &r, int c, dec &w) {
+        const uint32_t tab[4] = OB_TAB_IQ4NL;
+        const uint32_t q[8] = {r.q[0].x, r.q[0].y, r.q[1].x, r.q[1].y, r.q[2].x, r.q[2].y, r.q[3].x, r.q[3].y};
+#pragma unroll
+        for (int i = 0; i < 8; i++) ob_table16(q[i], tab, w.lo[i], w.hi[i]);
+        const int g = c & 3;
+        const float d = ob_h2f((uint16_t)(r.h.x & 0xffffu));
+        const uint32_t sh = r.h.x >> 16, sl = (r.h.y >> (8 * g)) & 0xffu;
+        const int ls0 = (int)((sl & 15u) | ((sh >> (4 * g)) & 3u) << 4);
+        const int ls1 = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3u) << 4);
+        w.ds0 = d * (float)(ls0 - 32), w.ds1 = d * (float)(ls1 - 32);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
+        const int s0 = dot16(w.lo[0], w.lo[1], w.lo[2], w.lo[3], x.x[0]) + dot16(w.hi[0], w.hi[1], w.hi[2], w.hi[3], x.x[1]);
+        const int s1 = dot16(w.lo[4], w.lo[5], w.lo[6], w.lo[7], x.x[2]) + dot16(w.hi[4], w.hi[5], w.hi[6], w.hi[7], x.x[3]);
+        return ob_fadd(ob_fmul(w.ds0, ob_fmul(x.dd.x, (float)s0)), ob_fmul(w.ds1, ob_fmul(x.dd.z, (float)s1)));
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
+    }
+};
+
 /* Whether the integer kernel handles type T. */
 OB_QFN bool ob_qdot_has(int type) {
     return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
-           type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4;
+           type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4 || type == OB_TYPE_IQ4_XS;
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop

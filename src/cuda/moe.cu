@@ -362,7 +362,8 @@ void cuda_moe_free(cuda_backend *c) {
  * blocks, aligned as mmvq.cu reads them, every expert of an array alike. */
 static bool moe_usable(const ob_tensor *w, int ne, int64_t nin, int64_t nout) {
     const int t = (int)w[0].type;
-    if (!ob_qdot_has(t) || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4) return false; /* no expert kernels yet */
+    if (!ob_qdot_has(t) || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 || t == OB_TYPE_IQ4_XS)
+        return false; /* no expert kernels for the table types yet */
     const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 ? 64 : 256;
     const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16 : t == OB_TYPE_Q6_K ? 2 : 4;
     if (nin % qk != 0 || w[0].nb[1] % align != 0) return false;

@@ -362,10 +362,12 @@ void cuda_moe_free(cuda_backend *c) {
  * blocks, aligned as mmvq.cu reads them, every expert of an array alike. */
 static bool moe_usable(const ob_tensor *w, int ne, int64_t nin, int64_t nout) {
     const int t = (int)w[0].type;
-    if (!ob_qdot_has(t) || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 || t == OB_TYPE_IQ4_XS)
-        return false; /* no expert kernels for the table types yet */
-    const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 ? 64 : 256;
-    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16 : t == OB_TYPE_Q6_K ? 2 : 4;
+    if (!ob_qdot_has(t)) return false;
+    const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 ? 64 : 256;
+    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K         ? 16
+                         : t == OB_TYPE_IQ4_XS                          ? 8
+                         : t == OB_TYPE_Q6_K || t == OB_TYPE_MXFP4 ? 2
+                                                                        : 4;
     if (nin % qk != 0 || w[0].nb[1] % align != 0) return false;
     for (int e = 0; e < ne; e++)
         if ((int)w[e].type != t || w[e].ne[0] != nin || w[e].ne[1] != nout || w[e].nb[1] != w[0].nb[1] ||
@@ -400,6 +402,9 @@ static int moe_launch(cuda_backend *c, int type, const uint8_t *const *wtab, con
     case OB_TYPE_Q4_K: return moe_launch_t<OB_TYPE_Q4_K>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     case OB_TYPE_Q5_K: return moe_launch_t<OB_TYPE_Q5_K>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     case OB_TYPE_Q6_K: return moe_launch_t<OB_TYPE_Q6_K>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
+    case OB_TYPE_IQ4_NL: return moe_launch_t<OB_TYPE_IQ4_NL>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
+    case OB_TYPE_MXFP4: return moe_launch_t<OB_TYPE_MXFP4>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
+    case OB_TYPE_IQ4_XS: return moe_launch_t<OB_TYPE_IQ4_XS>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", type);
     }
 }
@@ -410,6 +415,9 @@ static int ob_qdot_qk(int t) {
     case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::QK;
     case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::QK;
     case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::QK;
+    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::QK;
+    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::QK;
+    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::QK;
     default: return ob_qdot<OB_TYPE_Q6_K>::QK;
     }
 }
@@ -420,6 +428,9 @@ static int ob_qdot_chunks(int t) {
     case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::CHUNKS;
     case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::CHUNKS;
     case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::CHUNKS;
+    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::CHUNKS;
+    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::CHUNKS;
+    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::CHUNKS;
     default: return ob_qdot<OB_TYPE_Q6_K>::CHUNKS;
     }
 }
@@ -562,6 +573,7 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
                            nbg, nchg, Fi, ah, k, qa, da));                                                            \
         break;
             OB_GU(OB_TYPE_Q4_0) OB_GU(OB_TYPE_Q8_0) OB_GU(OB_TYPE_Q4_K) OB_GU(OB_TYPE_Q5_K) OB_GU(OB_TYPE_Q6_K)
+            OB_GU(OB_TYPE_IQ4_NL) OB_GU(OB_TYPE_MXFP4) OB_GU(OB_TYPE_IQ4_XS)
 #undef OB_GU
         default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", (int)p->gate[0].type);
         }
@@ -572,6 +584,7 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
                            (const float *)wsel, nbd, nchd, Ei, aa, k, o, ldo));                                       \
         break;
             OB_DS(OB_TYPE_Q4_0) OB_DS(OB_TYPE_Q8_0) OB_DS(OB_TYPE_Q4_K) OB_DS(OB_TYPE_Q5_K) OB_DS(OB_TYPE_Q6_K)
+            OB_DS(OB_TYPE_IQ4_NL) OB_DS(OB_TYPE_MXFP4) OB_DS(OB_TYPE_IQ4_XS)
 #undef OB_DS
         default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", (int)p->down[0].type);
         }

@@ -627,10 +627,57 @@ template <> struct ob_qdot<OB_TYPE_IQ4_XS> {
     }
 };
 
+/* TQ2_0 (66 bytes: 64 code bytes, d; 2-byte aligned): element 128h + 32n + m is bits 2n of
+ * qs[32h + m], value d (q - 1). Chunk c (4 per block): h = c % 4 / 2 and the fields n = 2p, 2p + 1
+ * (p = c % 2) of the half's 32 code bytes - the two 32-element activation blocks 4h + 2p and
+ * 4h + 2p + 1, as a K-quant group's - in sixteen 16-bit loads; the 1 comes off through the
+ * blocks' scaled sums. */
+template <> struct ob_qdot<OB_TYPE_TQ2_0> {
+    static constexpr int QK = 256, BYTES = 66, CHUNKS = 4;
+    struct raw {
+        uint16_t q[16];
+        uint16_t d;
+    };
+    typedef kq_xin xin;
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 2) * BYTES;
+        const uint16_t *p = (const uint16_t *)(b + 32 * ((c & 3) >> 1));
+#pragma unroll
+        for (int i = 0; i < 16; i++) r.q[i] = p[i];
+        r.d = *(const uint16_t *)(b + 64);
+    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { kq_xload(c, a, t, x); }
+    struct dec {
+        uint32_t lo[8], hi[8];
+        float d;
+    };
+    OB_QFN void decode(const raw &r, int c, dec &w) {
+        const int sh = 4 * (c & 1);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const uint32_t v = (uint32_t)r.q[2 * k] | (uint32_t)r.q[2 * k + 1] << 16;
+            w.lo[k] = (v >> sh) & 0x03030303u, w.hi[k] = (v >> (sh + 2)) & 0x03030303u;
+        }
+        w.d = ob_h2f(r.d);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
+        const int s0 = dot16(w.lo[0], w.lo[1], w.lo[2], w.lo[3], x.x[0]) + dot16(w.lo[4], w.lo[5], w.lo[6], w.lo[7], x.x[1]);
+        const int s1 = dot16(w.hi[0], w.hi[1], w.hi[2], w.hi[3], x.x[2]) + dot16(w.hi[4], w.hi[5], w.hi[6], w.hi[7], x.x[3]);
+        const float a = ob_fsub(ob_fmul(x.dd.x, (float)s0), x.dd.y), b = ob_fsub(ob_fmul(x.dd.z, (float)s1), x.dd.w);
+        return ob_fmul(w.d, ob_fadd(a, b));
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
+    }
+};
+
 /* Whether the integer kernel handles type T. */
 OB_QFN bool ob_qdot_has(int type) {
     return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
-           type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4 || type == OB_TYPE_IQ4_XS;
+           type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4 || type == OB_TYPE_IQ4_XS ||
+           type == OB_TYPE_TQ2_0;
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop

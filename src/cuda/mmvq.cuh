@@ -512,15 +512,9 @@ OB_QFN float tab_dotd(const tab_dec &w, const pair_xin &x) {
 /* IQ4_NL (18 bytes: d, 16 code bytes, as Q4_0). Chunk: a pair of blocks read as Q4_0's. */
 template <> struct ob_qdot<OB_TYPE_IQ4_NL> {
     static constexpr int QK = 64, BYTES = 36, CHUNKS = 1;
-    struct raw {
-        uint32_t w[9];
-    };
+    typedef ob_qdot<OB_TYPE_Q4_0>::raw raw;
     typedef pair_xin xin;
-    OB_QFN void load(const uint8_t *row, int c, raw &r) {
-        const uint32_t *p = (const uint32_t *)(row + (size_t)c * BYTES);
-#pragma unroll
-        for (int i = 0; i < 9; i++) r.w[i] = p[i];
-    }
+    OB_QFN void load(const uint8_t *row, int c, raw &r) { ob_qdot<OB_TYPE_Q4_0>::load(row, c, r); }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) { pair_xload(c, a, t, x); }
     typedef tab_dec dec;
     OB_QFN void decode(const raw &r, int, dec &w) {

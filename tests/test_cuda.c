@@ -281,7 +281,8 @@ static bool mmvq_takes(ob_type t, int64_t nin, int64_t n) {
     case OB_TYPE_IQ4_NL:
     case OB_TYPE_MXFP4: return n <= 8 && nin % 64 == 0; /* block pairs, the decode kernel alone */
     case OB_TYPE_IQ4_XS:
-    case OB_TYPE_TQ2_0: return n <= 8 && nin % 256 == 0;
+    case OB_TYPE_TQ2_0:
+    case OB_TYPE_TQ1_0: return n <= 8 && nin % 256 == 0;
     default: return false;
     }
 }

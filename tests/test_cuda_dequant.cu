@@ -140,6 +140,7 @@ TEST(integer_dot_products_match_the_reference) {
     check_qdot<OB_TYPE_MXFP4>();
     check_qdot<OB_TYPE_IQ4_XS>();
     check_qdot<OB_TYPE_TQ2_0>();
+    check_qdot<OB_TYPE_TQ1_0>();
 }
 
 /* The table types' constants in mmvq.cuh are the GGUF tables, and its E8M0 scale is the

@@ -476,7 +476,7 @@ bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     /* the table types take the decode kernel alone (up to 8 tokens): no tensor-core product
      * or bf16 copy for them, and the batch kernel was not measured against mmv.cuh's */
     const bool tab = w->type == OB_TYPE_IQ4_NL || w->type == OB_TYPE_MXFP4 || w->type == OB_TYPE_IQ4_XS ||
-                     w->type == OB_TYPE_TQ2_0;
+                     w->type == OB_TYPE_TQ2_0 || w->type == OB_TYPE_TQ1_0;
     if (tab && (n > 8 || c->invariant)) return false;
     const int64_t qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 || w->type == OB_TYPE_IQ4_NL ||
                                w->type == OB_TYPE_MXFP4
@@ -486,7 +486,9 @@ bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
      * 4-byte ones, Q6_K and MXFP4 in 2-byte ones */
     const size_t align = w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K        ? 16
                          : w->type == OB_TYPE_IQ4_XS                               ? 8
-                         : w->type == OB_TYPE_Q6_K || w->type == OB_TYPE_MXFP4 || w->type == OB_TYPE_TQ2_0 ? 2
+                         : w->type == OB_TYPE_Q6_K || w->type == OB_TYPE_MXFP4 || w->type == OB_TYPE_TQ2_0 ||
+                                   w->type == OB_TYPE_TQ1_0
+                             ? 2
                                                                                  : 4;
     return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
 }
@@ -603,6 +605,7 @@ int cuda_q8_products(cuda_backend *c, const ob_tensor *w, const int8_t *qx, cons
         case OB_TYPE_MXFP4: OB_TRY(mmvq_launch<OB_TYPE_MXFP4>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
         case OB_TYPE_IQ4_XS: OB_TRY(mmvq_launch<OB_TYPE_IQ4_XS>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
         case OB_TYPE_TQ2_0: OB_TRY(mmvq_launch<OB_TYPE_TQ2_0>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
+        case OB_TYPE_TQ1_0: OB_TRY(mmvq_launch<OB_TYPE_TQ1_0>(c, w, nin, nout, a, nt, bd, ot, ldo)); break;
         default: return ob_cuda_err(OB_ERR_INTERNAL, "mmvq: type %d", (int)w->type);
         }
     }

@@ -667,11 +667,113 @@ template <> struct ob_qdot<OB_TYPE_TQ2_0> {
     }
 };
 
+/* The base-3 digits of four TQ1_0 code bytes (w, byte i = code i), digits k .. k + m - 1: a code
+ * byte r times 3 holds its next digit in bits 8-9 and the rest of the byte (r * 3 mod 256) below,
+ * so two 16-bit lanes a word (bytes 0 and 2, bytes 1 and 3) step with one multiply and one mask,
+ * and one byte permute gathers the four digits as the bytes of out[k]. Digits k < k0 are
+ * stepped over (the byte times 3^k0 first). */
+template <int K0, int M> OB_QFN void tq1_digits(uint32_t w, uint32_t *out) {
+    uint32_t lo = w & 0x00FF00FFu, hi = (w >> 8) & 0x00FF00FFu;
+    const uint32_t p = K0 == 0 ? 1u : K0 == 1 ? 3u : K0 == 2 ? 9u : K0 == 3 ? 27u : 81u;
+    if (K0 > 0) lo = (lo * p) & 0x00FF00FFu, hi = (hi * p) & 0x00FF00FFu;
+#pragma unroll
+    for (int k = 0; k < M; k++) {
+        const uint32_t tl = lo * 3u, th = hi * 3u;
+        out[k] = ob_byte_perm(tl, th, 0x7351u);
+        lo = tl & 0x00FF00FFu, hi = th & 0x00FF00FFu;
+    }
+}
+
+/* TQ1_0 (54 bytes: 48 code bytes qs, 4 code bytes qh, d; 2-byte aligned): each byte holds five
+ * (qh: four) base-3 digits, most significant first, value d (digit - 1); digit k of qs[m] is
+ * element 32k + m (m < 32), of qs[32 + m] element 160 + 16k + m (m < 16), of qh[j] element
+ * 240 + 4k + j. Chunk c (4 per block, k = c % 4): qs[8k .. 8k + 7] (40 elements of activation
+ * blocks 0-4), qs[32 + 4k .. + 3] (20 of blocks 5-7) and qh[k] (4 of block 7), in eight 16-bit
+ * loads. The chunk meets all eight activation blocks of the super-block, so the 1 comes off
+ * through their scaled sums in chunk 0 alone. */
+template <> struct ob_qdot<OB_TYPE_TQ1_0> {
+    static constexpr int QK = 256, BYTES = 54, CHUNKS = 4;
+    struct raw {
+        uint16_t a[4], b[2], h, d;
+    };
+    struct xin {
+        int2 a[5];   /* elements 32k + 8c' .. + 7 (c' = c % 4), k = 0..4 */
+        int b[5];    /* elements 160 + 16k + 4c' .. + 3 */
+        uint32_t h;  /* elements 240 + 4k + c', k = 0..3, a byte each */
+        float dx[8]; /* the scales of the super-block's eight activation blocks */
+        float sum;   /* chunk 0: the sum of their scaled sums; 0 otherwise */
+    };
+    OB_QFN void load(const uint8_t *row, int c, raw &r) {
+        const uint8_t *b = row + (size_t)(c >> 2) * BYTES;
+        const int k = c & 3;
+        const uint16_t *pa = (const uint16_t *)(b + 8 * k), *pb = (const uint16_t *)(b + 32 + 4 * k);
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.a[i] = pa[i];
+        r.b[0] = pb[0], r.b[1] = pb[1];
+        r.h = *(const uint16_t *)(b + 48 + 2 * (k >> 1));
+        r.d = *(const uint16_t *)(b + 52);
+    }
+    OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
+        const int k = c & 3;
+        const int8_t *q = a.qx + t * a.ldq + (int64_t)(c >> 2) * 256;
+#pragma unroll
+        for (int n = 0; n < 5; n++) {
+            x.a[n] = ld_x64(q + 32 * n + 8 * k);
+            x.b[n] = *(const int *)(q + 160 + 16 * n + 4 * k);
+        }
+        const int4 e = ld_x128(q + 240);
+        const uint32_t s = (uint32_t)(k | (k + 4) << 4); /* byte k of each of two words */
+        const uint32_t xy = ob_byte_perm((uint32_t)e.x, (uint32_t)e.y, s), zw = ob_byte_perm((uint32_t)e.z, (uint32_t)e.w, s);
+        x.h = ob_byte_perm(xy, zw, 0x5410u);
+        const float *d = a.dx + t * a.ldd + 16 * (int64_t)(c >> 2);
+        float s8 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 v = *(const float4 *)(d + 4 * i);
+            x.dx[2 * i] = v.x, x.dx[2 * i + 1] = v.z;
+            s8 = ob_fadd(s8, ob_fadd(v.y, v.w));
+        }
+        x.sum = k == 0 ? s8 : 0.0f;
+    }
+    struct dec {
+        uint32_t a[2][5], b[5], h;
+        float d;
+    };
+    OB_QFN void decode(const raw &r, int c, dec &w) {
+        tq1_digits<0, 5>((uint32_t)r.a[0] | (uint32_t)r.a[1] << 16, w.a[0]);
+        tq1_digits<0, 5>((uint32_t)r.a[2] | (uint32_t)r.a[3] << 16, w.a[1]);
+        tq1_digits<0, 5>((uint32_t)r.b[0] | (uint32_t)r.b[1] << 16, w.b);
+        /* qh[k]'s four digits: the byte in the four byte lanes, stepped 0, 1, 2, 3 times */
+        const uint32_t q = (r.h >> (8 * (c & 1))) & 0xffu;
+        const uint32_t l02 = (q * 0x00090001u) & 0x00FF00FFu, l13 = (q * 0x001B0003u) & 0x00FF00FFu;
+        w.h = ob_byte_perm(l02 * 3u, l13 * 3u, 0x7351u);
+        w.d = ob_h2f(r.d);
+    }
+    OB_QFN float dotd(const dec &w, int, const xin &x) {
+        int s[8];
+#pragma unroll
+        for (int n = 0; n < 5; n++)
+            s[n] = ob_dp4a(w.a[1][n], (uint32_t)x.a[n].y, ob_dp4a(w.a[0][n], (uint32_t)x.a[n].x, 0));
+        s[5] = ob_dp4a(w.b[1], (uint32_t)x.b[1], ob_dp4a(w.b[0], (uint32_t)x.b[0], 0));
+        s[6] = ob_dp4a(w.b[3], (uint32_t)x.b[3], ob_dp4a(w.b[2], (uint32_t)x.b[2], 0));
+        s[7] = ob_dp4a(w.h, x.h, ob_dp4a(w.b[4], (uint32_t)x.b[4], 0));
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc = ob_fadd(acc, ob_fmul(x.dx[i], (float)s[i]));
+        return ob_fmul(w.d, ob_fsub(acc, x.sum));
+    }
+    OB_QFN float dot1(const raw &r, int c, const xin &x) {
+        dec w;
+        decode(r, c, w);
+        return dotd(w, c, x);
+    }
+};
+
 /* Whether the integer kernel handles type T. */
 OB_QFN bool ob_qdot_has(int type) {
     return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q4_K || type == OB_TYPE_Q5_K ||
            type == OB_TYPE_Q6_K || type == OB_TYPE_IQ4_NL || type == OB_TYPE_MXFP4 || type == OB_TYPE_IQ4_XS ||
-           type == OB_TYPE_TQ2_0;
+           type == OB_TYPE_TQ2_0 || type == OB_TYPE_TQ1_0;
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop

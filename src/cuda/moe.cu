@@ -362,7 +362,7 @@ void cuda_moe_free(cuda_backend *c) {
  * blocks, aligned as mmvq.cu reads them, every expert of an array alike. */
 static bool moe_usable(const ob_tensor *w, int ne, int64_t nin, int64_t nout) {
     const int t = (int)w[0].type;
-    if (!ob_qdot_has(t) || t == OB_TYPE_TQ2_0) return false; /* no expert kernel for it */
+    if (!ob_qdot_has(t) || t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0) return false; /* no expert kernel for it */
     const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 ? 64 : 256;
     const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K         ? 16
                          : t == OB_TYPE_IQ4_XS                          ? 8

@@ -512,12 +512,23 @@ static int membw(int threads) {
  * busy machine: interference only ever adds time).
  * ====================================================================== */
 
-static double kernel_time(const ob_mm_kernels *mk, bool packed, const void *w, size_t row_bytes, const void *panels,
+/* layout 0: native rows (dot), 1: packed panels (gemm, 8 tokens a call),
+ * 2: packed panels on tiles (gemm_tiles, all nt tokens a call) */
+static double kernel_time(const ob_mm_kernels *mk, int layout, const void *w, size_t row_bytes, const void *panels,
                           size_t pstride, int64_t n, int64_t rows, const char *act, size_t as, int nt, float *out,
                           double budget_s) {
+    const bool packed = layout > 0;
     double best = 1e30, start = now_s();
     for (int rep = 0; rep < 1000 && (rep < 3 || now_s() - start < budget_s); rep++) {
         double t0 = now_s();
+        if (layout == 2) {
+            for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                mk->gemm_tiles(n, (const char *)panels + (size_t)p * pstride, act, as, nt,
+                               out + (size_t)p * OB_PANEL, (size_t)rows);
+            double dt = now_s() - t0;
+            if (dt < best) best = dt;
+            continue;
+        }
         for (int t0k = 0; t0k < nt; t0k += OB_MM_MAX_NT) {
             int m = nt - t0k < OB_MM_MAX_NT ? nt - t0k : OB_MM_MAX_NT;
             if (packed)
@@ -542,7 +553,7 @@ static int kernel_bench(const char *types_arg) {
                                     OB_TYPE_IQ2_XXS, OB_TYPE_IQ2_XS, OB_TYPE_IQ2_S, OB_TYPE_IQ3_XXS, OB_TYPE_IQ3_S,
                                     OB_TYPE_IQ1_S, OB_TYPE_IQ1_M, OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
     const int64_t n = 2048;
-    const int NT = 64;
+    const int NT = 128; /* a prefill chunk (cpu_backend.c's TOKENS_PER_CHUNK) */
     printf("kernel microbenchmark, 1 thread, n = %lld, best time over repetitions\n", (long long)n);
     printf("  gemv: 1 token, weights in L2 (~%d KiB) and in DRAM (~128 MiB): GB/s of weights\n", 384);
     printf("  gemm: %d tokens, weights in L2: GMAC/s\n", NT);
@@ -564,9 +575,10 @@ static int kernel_bench(const char *types_arg) {
         for (int tier = OB_CPU_AVX2; tier <= OB_CPU_AVX512; tier++) {
             const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)tier);
             if (!k) continue;
-            for (int packed = 0; packed < 2; packed++) {
+            for (int layout = 0; layout < 3; layout++) {
+                const int packed = layout > 0;
                 const ob_mm_kernels *mk = &k->mm[type];
-                if (packed ? !mk->gemm : !mk->dot) continue;
+                if (layout == 2 ? !mk->gemm_tiles : packed ? !mk->gemm : !mk->dot) continue;
                 if (!packed && tier == OB_CPU_AVX512 && k->mm[type].dot == ob_cpu_kernels_for(OB_CPU_AVX2)->mm[type].dot)
                     continue; /* same kernel as the avx2 row */
                 ob_act_fmt fmt = packed ? mk->packed_act : mk->act;
@@ -595,11 +607,11 @@ static int kernel_bench(const char *types_arg) {
                     for (int64_t p = 0; p < rows_dram / OB_PANEL; p++)
                         mk->pack((const char *)w + (size_t)(p * OB_PANEL) * rb, rb, n, (char *)panels + (size_t)p * pstride);
                 }
-                double t_l2 = kernel_time(mk, packed, w, rb, panels, pstride, n, rows_l2, act, as, 1, out, 0.3);
-                double t_dram = kernel_time(mk, packed, w, rb, panels, pstride, n, rows_dram, act, as, 1, out, 1.0);
-                double t_mm = kernel_time(mk, packed, w, rb, panels, pstride, n, rows_l2, act, as, NT, out, 0.5);
+                double t_l2 = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, 1, out, 0.3);
+                double t_dram = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_dram, act, as, 1, out, 1.0);
+                double t_mm = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, NT, out, 0.5);
                 printf("| %-7s | %-11s | %-6s | %12.1f | %14.1f | %11.1f |\n", ob_type_name(type), k->name,
-                       packed ? "packed" : "native", (double)rb * (double)rows_l2 / t_l2 / 1e9,
+                       layout == 2 ? "tiles" : packed ? "packed" : "native", (double)rb * (double)rows_l2 / t_l2 / 1e9,
                        (double)rb * (double)rows_dram / t_dram / 1e9, (double)(n * rows_l2 * NT) / t_mm / 1e9);
                 fflush(stdout);
                 ob_free(act);

@@ -52,6 +52,8 @@ static void probe(void) {
             f->avx512vl = b & (1u << 31);
             f->avx512vnni = c & (1u << 11);
         }
+        /* AMX-TILE (EDX 24) and AMX-INT8 (EDX 25), with XTILECFG and XTILEDATA in XCR0 */
+        f->amx_int8 = (d & (1u << 24)) && (d & (1u << 25)) && (xcr0 & 0x60000) == 0x60000;
         __cpuid_count(7, 1, a, b, c, d);
         f->avx_vnni = f->avx && (a & (1u << 4));
         f->avx512bf16 = zmm_os && (a & (1u << 5));
@@ -111,6 +113,24 @@ int ob_cpu_tier_select(ob_cpu_tier *out) {
     return 0;
 }
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+static bool g_amx_ok;
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+static void amx_request(void) {
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the
+     * first tile load of a thread faults (SIGILL) */
+    g_amx_ok = ob_cpu_get_features()->amx_int8 && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+bool ob_cpu_amx_request(void) {
+    pthread_once(&g_amx_once, amx_request);
+    return g_amx_ok;
+}
+#else
+bool ob_cpu_amx_request(void) { return false; }
+#endif
+
 void ob_cpu_features_string(char *buf, int size) {
     const ob_cpu_features *f = ob_cpu_get_features();
     struct { bool on; const char *name; } flags[] = {
@@ -118,6 +138,7 @@ void ob_cpu_features_string(char *buf, int size) {
         {f->fma, "FMA"}, {f->avx2, "AVX2"}, {f->bmi2, "BMI2"}, {f->avx_vnni, "AVX_VNNI"},
         {f->avx512f, "AVX512F"}, {f->avx512bw, "AVX512BW"}, {f->avx512vl, "AVX512VL"},
         {f->avx512dq, "AVX512DQ"}, {f->avx512vnni, "AVX512_VNNI"}, {f->avx512bf16, "AVX512_BF16"},
+        {f->amx_int8, "AMX_INT8"},
     };
     int n = 0;
     if (size > 0) buf[0] = '\0';

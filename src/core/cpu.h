@@ -14,6 +14,8 @@
 typedef struct ob_cpu_features {
     bool sse3, ssse3, avx, f16c, fma, avx2, bmi2;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx_vnni;
+    bool amx_int8; /* AMX-TILE + AMX-INT8 with the OS saving tile state (XCR0 bits 17, 18); the
+                      process still has to ask for the tile data (ob_cpu_amx_request) */
     int n_cpus;
     char brand[64];
 } ob_cpu_features;
@@ -35,6 +37,10 @@ int ob_cpu_tier_select(ob_cpu_tier *out);
 const char *ob_cpu_tier_name(ob_cpu_tier t);
 /* Parse "scalar", "avx2", "avx512"; -1 if unknown. */
 int ob_cpu_tier_parse(const char *s);
+/* Ask the kernel for permission to use AMX tile data in this process (Linux
+ * arch_prctl ARCH_REQ_XCOMP_PERM; once, thread-safe). True when the CPU has
+ * AMX-INT8 and the request was granted. */
+bool ob_cpu_amx_request(void);
 /* "AVX2 FMA F16C AVX512F ..." for logs and `1bit info`. */
 void ob_cpu_features_string(char *buf, int size);
 

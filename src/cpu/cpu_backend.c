@@ -310,6 +310,7 @@ typedef struct mm_task {
     const ob_mm_kernels *mk;  /* NULL: dequantize-and-dot fallback */
     ob_dot_fn dot;            /* mk's native kernel for fmt (dot or dot_a4) */
     ob_gemm_panel_fn gemm;    /* mk's panel kernel for fmt (gemm or gemm_a4) */
+    ob_gemm_panel_fn tiles;   /* mk's gemm_tiles (prefill on AMX), or NULL */
     const cpu_packed *pk;     /* NULL: native rows */
     ob_act_fmt fmt;
     const char *act;          /* activation rows in fmt (x itself for F32) */
@@ -373,6 +374,11 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
         if (t->pk) {
             for (int64_t r = r0; r < r1; r += OB_PANEL) {
                 const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
+                if (t->tiles && t1 - t0 > OB_MM_MAX_NT) {
+                    t->tiles(nin, panel, act + (size_t)t0 * t->act_stride, t->act_stride, (int)(t1 - t0),
+                             out + (size_t)t0 * os + (size_t)r, os);
+                    continue;
+                }
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
                     t->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
@@ -436,6 +442,7 @@ static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, 
         t.mk = &pk->k->mm[w->type];
         t.fmt = t.mk->packed_act;
         t.gemm = t.mk->gemm;
+        t.tiles = t.mk->gemm_tiles;
     } else if (mk && mk->dot) {
         t.mk = mk;
         t.fmt = mk->act;

@@ -6,6 +6,8 @@
  * and, in the end, to the scalar reference.
  */
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../core/log.h"
 #include "../core/status.h"
@@ -30,6 +32,13 @@ static void build_tables(void) {
         g_tables[OB_CPU_AVX512] = g_tables[OB_CPU_AVX2];
         ob_cpu_fill_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
         ob_cpu_fill_iq_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
+        /* AMX tiles for prefill: OB_CPU_AMX=0 keeps them off (to measure what they give, and
+         * for tools that do not know the instructions, such as valgrind) */
+        const char *amx = getenv("OB_CPU_AMX");
+        if (!(amx && !strcmp(amx, "0")) && ob_cpu_amx_request()) {
+            ob_cpu_fill_amx(&g_tables[OB_CPU_AVX512]);
+            g_tables[OB_CPU_AVX512].name = ob_cpu_get_features()->avx512bf16 ? "avx512-vnni-bf16-amx" : "avx512-vnni-amx";
+        }
         g_n_tables = 3;
     }
 #endif

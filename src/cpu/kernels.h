@@ -132,6 +132,9 @@ typedef struct ob_mm_kernels {
     ob_panel_bytes_fn panel_bytes;
     ob_pack_fn pack;
     ob_gemm_panel_fn gemm;
+    /* tiles (AMX-INT8, x86/amx.c; NULL elsewhere): `gemm` for any nt >= 1 (prefill: up to a
+     * chunk of 128 tokens), the same numbers as `gemm` bit for bit, faster from 16 tokens */
+    ob_gemm_panel_fn gemm_tiles;
     /* W4A4 (Q4_0 only; NULL elsewhere): the same two shapes taking 4-bit
      * activations in a4_act / packed_a4_act (OB_ACT_Q4 or OB_ACT_Q4X: the
      * same numbers); gemm_a4 reads the panels `pack` made. */
@@ -216,6 +219,9 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
 /* x86/iq_avx512.c: the same types on the AVX-512 tier with VNNI (after ob_cpu_fill_avx512; a CPU
  * without AVX512_VNNI keeps the AVX2 ones) */
 void ob_cpu_fill_iq_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
+/* x86/amx.c: gemm_tiles for the packed integer types that have a VNNI gemm (after the AVX-512
+ * fills; only when ob_cpu_amx_request() granted the tile state) */
+void ob_cpu_fill_amx(ob_cpu_kernels *k);
 #endif
 
 /* The scalar reference pieces other tiers reuse for tails and fallbacks. */

@@ -65,12 +65,12 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-/* Tiles: 0 = A (activations), 2/3 = B planes lo/hi, 4/5 = C lo/hi. */
+/* The legacy types' tiles: 0/1 = A (activations), 2/3 = B, 4/5 = C. */
 static void config_tiles(int kbytes, int brows) {
     tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    c.rows[0] = TT, c.colsb[0] = (uint16_t)kbytes;
+    c.rows[0] = c.rows[1] = TT, c.colsb[0] = c.colsb[1] = (uint16_t)kbytes;
     c.rows[2] = c.rows[3] = (uint8_t)brows, c.colsb[2] = c.colsb[3] = 64;
     c.rows[4] = c.rows[5] = TT, c.colsb[4] = c.colsb[5] = 64;
     _tile_loadconfig(&c);
@@ -116,6 +116,25 @@ INLINE void a8_unpack(int kind, const void *panel, int64_t b, __m512i lut, uint8
     }
 }
 
+/* acc[m] += the block's C tile (cb, stored) for 16 tokens: the VNNI kernel's steps */
+INLINE void a8_post(const int kind, const void *panel, int64_t b, const char *at, size_t as, const int32_t *cb,
+                    __m512 acc[TT]) {
+    const __m512 dw = kind == A8_MXFP4 ? e8m0_half16(a8_at(kind, panel, b, A8_D)) : load_h16(a8_at(kind, panel, b, A8_D));
+    const __m512 mw = a8_has_m(kind) ? load_h16(a8_at(kind, panel, b, A8_M)) : dw;
+#pragma GCC unroll 16
+    for (int m = 0; m < TT; m++) {
+        const ob_act_q8 *a = (const ob_act_q8 *)(const void *)(at + (size_t)m * as) + b;
+        const __m512i ia = _mm512_load_si512((const void *)(cb + 16 * m));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[m]);
+        if (a8_has_m(kind)) acc[m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->d * (float)a->s), acc[m]);
+    }
+}
+
+/* Blocks go through the tiles two at a time into different C tiles (4 and
+ * 5, with their own A and B: 0/2 and 1/3), so one block's product runs
+ * while the other's is turned into floats: a tile product's latency is
+ * several times its issue interval, and with one C tile every block waited
+ * for the previous block's store (measured: 350 -> GMAC/s below). */
 INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const char *act, size_t as, int nt,
                           float *out, size_t os, ob_gemm_panel_fn vnni) {
     const int64_t nb = n / 32;
@@ -128,7 +147,7 @@ INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const ch
         lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
     }
     _Alignas(64) uint8_t wb[A8_SLAB * 512];
-    _Alignas(64) int32_t cb[TT * 16];
+    _Alignas(64) int32_t c0[TT * 16], c1[TT * 16];
     config_tiles(32, 8);
     for (int64_t b0 = 0; b0 < nb; b0 += A8_SLAB) {
         const int64_t nbs = nb - b0 < A8_SLAB ? nb - b0 : A8_SLAB;
@@ -139,23 +158,30 @@ INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const ch
             for (int m = 0; m < TT; m++)
                 acc[m] = b0 ? _mm512_loadu_ps(out + (size_t)(t0 + m) * os) : _mm512_setzero_ps();
             const char *at = act + (size_t)t0 * as;
-            for (int64_t b = 0; b < nbs; b++) {
+            int64_t b = 0;
+            for (; b + 1 < nbs; b += 2) {
                 const ob_act_q8 *a0 = (const ob_act_q8 *)(const void *)at + b0 + b;
                 _tile_loadd(0, a0->qs, (long)as);
                 _tile_loadd(2, wb + 512 * b, 64);
                 _tile_zero(4);
                 _tile_dpbssd(4, 0, 2);
-                _tile_stored(4, cb, 64);
-                const __m512 dw = kind == A8_MXFP4 ? e8m0_half16(a8_at(kind, panel, b0 + b, A8_D))
-                                                   : load_h16(a8_at(kind, panel, b0 + b, A8_D));
-                const __m512 mw = a8_has_m(kind) ? load_h16(a8_at(kind, panel, b0 + b, A8_M)) : dw;
-#pragma GCC unroll 16
-                for (int m = 0; m < TT; m++) {
-                    const ob_act_q8 *a = (const ob_act_q8 *)(const void *)(at + (size_t)m * as) + b0 + b;
-                    const __m512i ia = _mm512_load_si512((const void *)(cb + 16 * m));
-                    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(dw, _mm512_set1_ps(a->d)), acc[m]);
-                    if (a8_has_m(kind)) acc[m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->d * (float)a->s), acc[m]);
-                }
+                _tile_loadd(1, a0[1].qs, (long)as);
+                _tile_loadd(3, wb + 512 * (b + 1), 64);
+                _tile_zero(5);
+                _tile_dpbssd(5, 1, 3);
+                _tile_stored(4, c0, 64);
+                a8_post(kind, panel, b0 + b, at, as, c0, acc);
+                _tile_stored(5, c1, 64);
+                a8_post(kind, panel, b0 + b + 1, at, as, c1, acc);
+            }
+            if (b < nbs) {
+                const ob_act_q8 *a0 = (const ob_act_q8 *)(const void *)at + b0 + b;
+                _tile_loadd(0, a0->qs, (long)as);
+                _tile_loadd(2, wb + 512 * b, 64);
+                _tile_zero(4);
+                _tile_dpbssd(4, 0, 2);
+                _tile_stored(4, c0, 64);
+                a8_post(kind, panel, b0 + b, at, as, c0, acc);
             }
 #pragma GCC unroll 16
             for (int m = 0; m < TT; m++) _mm512_storeu_ps(out + (size_t)(t0 + m) * os, acc[m]);
@@ -260,59 +286,89 @@ INLINE void kq_unpack(int kind, const void *panel, int64_t sb, __m512i slut, uin
     }
 }
 
+/* acc (out rows of 16 tokens) += one super-block's C tiles (cl, ch, stored) */
+INLINE void kq_post(const int kind, const void *panel, int64_t sb, const uint8_t *w, const char *at, size_t as,
+                    const int32_t *cl, const int32_t *ch, float *out, size_t os, bool first) {
+    const bool has_min = kind == KQ_Q4_K || kind == KQ_Q5_K;
+    const uint8_t *D = kq_d(kind, panel, sb);
+    const __m512 d = load_h16(D);
+    const __m512 dmin = has_min ? load_h16(D + 32) : d;
+    __m512i mnp[8]; /* mins_dot reads up to 8 pairs; Q4_K/Q5_K use 4 */
+    if (has_min)
+        for (int q = 0; q < 4; q++) mnp[q] = _mm512_load_si512((const void *)(w + 2 * KQ_PLANE + 64 * q));
+#pragma GCC unroll 16
+    for (int m = 0; m < TT; m++) {
+        const ob_act_q8K *a = ACT_Q8K(at, as, m, sb);
+        const __m512i isum = _mm512_add_epi32(_mm512_load_si512((const void *)(cl + 16 * m)),
+                                              _mm512_slli_epi32(_mm512_load_si512((const void *)(ch + 16 * m)), 7));
+        const __m512 da = _mm512_set1_ps(a->d);
+        float *o = out + (size_t)m * os;
+        __m512 acc = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, da), acc);
+        if (has_min) {
+            const __m512i ms = mins_dot(mnp, 4, a->bsum32);
+            acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc);
+        }
+        _mm512_storeu_ps(o, acc);
+    }
+}
+
+/* Two tiles of 16 tokens at a time against each pair of B planes: four C
+ * tiles (4, 5: tokens 0..15 lo/hi; 6, 7: 16..31), so four independent
+ * chains of tile products and each B tile loaded once per 32 tokens. The
+ * float accumulators live in the output rows (a super-block's products
+ * are 65,536 multiply-adds per 16 tokens: one load and store each is
+ * nothing). */
 INLINE void gemm_kq_tiles(const int kind, int64_t n, const void *panel, const char *act, size_t as, int nt,
                           float *out, size_t os, ob_gemm_panel_fn vnni) {
     const int64_t nsb = n / OB_QK_K;
     const int ntt = nt / TT * TT;
-    const bool has_min = kind == KQ_Q4_K || kind == KQ_Q5_K;
     const __m512i slut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)ob_iq4nl_values));
     _Alignas(64) uint8_t wb[KQ_SLAB * KQ_SB_BYTES];
-    _Alignas(64) int32_t cl[TT * 16], ch[TT * 16];
-    config_tiles(64, 16);
+    _Alignas(64) int32_t cl0[TT * 16], ch0[TT * 16], cl1[TT * 16], ch1[TT * 16];
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) c.rows[i] = TT, c.colsb[i] = 64;
+    _tile_loadconfig(&c);
     for (int64_t s0 = 0; s0 < nsb; s0 += KQ_SLAB) {
         const int64_t nss = nsb - s0 < KQ_SLAB ? nsb - s0 : KQ_SLAB;
         for (int64_t s = 0; s < nss; s++) kq_unpack(kind, panel, s0 + s, slut, wb + KQ_SB_BYTES * s);
-        for (int t0 = 0; t0 < ntt; t0 += TT) {
-            __m512 acc[TT];
-#pragma GCC unroll 16
-            for (int m = 0; m < TT; m++)
-                acc[m] = s0 ? _mm512_loadu_ps(out + (size_t)(t0 + m) * os) : _mm512_setzero_ps();
+        for (int t0 = 0; t0 < ntt; t0 += 2 * TT) {
+            const bool two = t0 + 2 * TT <= ntt;
             const char *at = act + (size_t)t0 * as;
             for (int64_t s = 0; s < nss; s++) {
                 const uint8_t *w = wb + KQ_SB_BYTES * s;
                 const int8_t *aq = ACT_Q8K(at, as, 0, s0 + s)->qs;
                 _tile_zero(4);
                 _tile_zero(5);
+                if (two) {
+                    _tile_zero(6);
+                    _tile_zero(7);
+                }
                 for (int g = 0; g < 4; g++) {
                     _tile_loadd(0, aq + 64 * g, (long)as);
                     _tile_loadd(2, w + 1024 * g, 64);
                     _tile_loadd(3, w + KQ_PLANE + 1024 * g, 64);
                     _tile_dpbsud(4, 0, 2);
                     _tile_dpbssd(5, 0, 3);
-                }
-                _tile_stored(4, cl, 64);
-                _tile_stored(5, ch, 64);
-                const uint8_t *D = kq_d(kind, panel, s0 + s);
-                const __m512 d = load_h16(D);
-                const __m512 dmin = has_min ? load_h16(D + 32) : d;
-                __m512i mnp[8]; /* mins_dot reads up to 8 pairs; Q4_K/Q5_K use 4 */
-                if (has_min)
-                    for (int q = 0; q < 4; q++) mnp[q] = _mm512_load_si512((const void *)(w + 2 * KQ_PLANE + 64 * q));
-#pragma GCC unroll 16
-                for (int m = 0; m < TT; m++) {
-                    const ob_act_q8K *a = ACT_Q8K(at, as, m, s0 + s);
-                    const __m512i isum = _mm512_add_epi32(_mm512_load_si512((const void *)(cl + 16 * m)),
-                                                          _mm512_slli_epi32(_mm512_load_si512((const void *)(ch + 16 * m)), 7));
-                    const __m512 da = _mm512_set1_ps(a->d);
-                    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, da), acc[m]);
-                    if (has_min) {
-                        const __m512i ms = mins_dot(mnp, 4, a->bsum32);
-                        acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc[m]);
+                    if (two) {
+                        _tile_loadd(1, aq + (size_t)TT * as + 64 * g, (long)as);
+                        _tile_dpbsud(6, 1, 2);
+                        _tile_dpbssd(7, 1, 3);
                     }
                 }
+                _tile_stored(4, cl0, 64);
+                _tile_stored(5, ch0, 64);
+                kq_post(kind, panel, s0 + s, w, at, as, cl0, ch0, out + (size_t)t0 * os, os, s0 + s == 0);
+                if (two) {
+                    _tile_stored(6, cl1, 64);
+                    _tile_stored(7, ch1, 64);
+                    kq_post(kind, panel, s0 + s, w, at + (size_t)TT * as, as, cl1, ch1, out + (size_t)(t0 + TT) * os,
+                            os, s0 + s == 0);
+                }
             }
-#pragma GCC unroll 16
-            for (int m = 0; m < TT; m++) _mm512_storeu_ps(out + (size_t)(t0 + m) * os, acc[m]);
+            if (!two) t0 -= TT; /* one tile done: step 16, not 32 */
         }
     }
     _tile_release();

@@ -131,10 +131,9 @@ INLINE void a8_post(const int kind, const void *panel, int64_t b, const char *at
 }
 
 /* Blocks go through the tiles two at a time into different C tiles (4 and
- * 5, with their own A and B: 0/2 and 1/3), so one block's product runs
- * while the other's is turned into floats: a tile product's latency is
- * several times its issue interval, and with one C tile every block waited
- * for the previous block's store (measured: 350 -> GMAC/s below). */
+ * 5, with their own A and B: 0/2 and 1/3), so one block's product can run
+ * while the other's is turned into floats (a tile product's latency is
+ * several times its issue interval). */
 INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const char *act, size_t as, int nt,
                           float *out, size_t os, ob_gemm_panel_fn vnni) {
     const int64_t nb = n / 32;

@@ -301,6 +301,80 @@ TEST(matmul_kernels_against_reference) {
     }
 }
 
+/* ---- AMX tiles (x86/amx.c) ----
+ *
+ * gemm_tiles, where the CPU has AMX-INT8, against the float64 reference and,
+ * bit for bit, against the same tier's VNNI gemm run 8 tokens at a time:
+ * token counts 1 (all left to VNNI), 16, 17, 45 (two tiles of 16 or a pair of
+ * 32 and the remainder), rows of 3 panels, K lengths that end the unpacked
+ * slabs part-way (legacy: 32 blocks a slab; K types: 4 super-blocks). Skipped
+ * (never passed) on a CPU without the tiles. */
+static void check_tiles_for_type(const ob_cpu_kernels *k, ob_type type, int64_t n, int *n_checked) {
+    const ob_mm_kernels *mk = &k->mm[type];
+    if (!mk->gemm_tiles) return;
+    const int64_t rows = 48, max_nt = 45;
+    uint64_t rng = 5000 + (uint64_t)type * 13 + (uint64_t)n;
+    mm_case c;
+    float *x = ob_malloc((size_t)(max_nt * n) * sizeof(float)), *xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    double *ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
+    float *got = ob_malloc((size_t)(max_nt * rows) * sizeof(float)), *want = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
+    const size_t as = ob_act_row_bytes(mk->packed_act, n);
+    char *act = ob_malloc(as * (size_t)max_nt);
+    const size_t pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
+    void *panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
+    if (mm_case_init(&c, type, n, rows, &rng) < 0 || !x || !xd || !ref || !got || !want || !act || !panels) {
+        CHECK_MSG(0, "out of memory");
+    } else {
+        fill_act(x, max_nt * n, &rng);
+        for (int t = 0; t < max_nt; t++) {
+            convert_act(k, mk->packed_act, x + t * n, act + (size_t)t * as, n);
+            deq_act(mk->packed_act, act + (size_t)t * as, n, xd + t * n);
+        }
+        memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
+        for (int64_t p = 0; p < rows / OB_PANEL; p++)
+            mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n, (char *)panels + (size_t)p * pstride);
+        static const int nts[] = {1, 16, 17, 45};
+        for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
+            const int nt = nts[ni];
+            mm_ref(&c, xd, nt, ref);
+            for (int i = 0; i < nt * rows; i++) got[i] = want[i] = NAN;
+            for (int64_t p = 0; p < rows / OB_PANEL; p++) {
+                const char *pp = (const char *)panels + (size_t)p * pstride;
+                mk->gemm_tiles(n, pp, act, as, nt, got + p * OB_PANEL, (size_t)rows);
+                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT)
+                    mk->gemm(n, pp, act + (size_t)t0 * as, as, nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT,
+                             want + t0 * rows + p * OB_PANEL, (size_t)rows);
+            }
+            const double e = nmse(got, ref, nt * rows);
+            CHECK_MSG(e < 1e-10, "%s tiles %s n=%lld nt=%d: NMSE %.3g", k->name, ob_type_name(type), (long long)n, nt, e);
+            int nd = 0;
+            for (int i = 0; i < nt * rows; i++) nd += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            CHECK_MSG(nd == 0, "%s tiles %s n=%lld nt=%d: %d of %lld outputs differ from the VNNI kernel's", k->name,
+                      ob_type_name(type), (long long)n, nt, nd, (long long)(nt * rows));
+        }
+        (*n_checked)++;
+    }
+    ob_free(x), ob_free(xd), ob_free(ref), ob_free(got), ob_free(want), ob_free(act);
+    ob_free_aligned(panels);
+    mm_case_free(&c);
+}
+
+TEST(matmul_tiles_match_vnni_bit_for_bit) {
+    const ob_cpu_kernels *k = ob_cpu_kernels_for(OB_CPU_AVX512);
+    int n_checked = 0;
+    for (size_t i = 0; k && i < sizeof MM_TYPES / sizeof MM_TYPES[0]; i++) {
+        const ob_type t = MM_TYPES[i];
+        const bool k_type = ob_type_get((int)t)->block_size == 256;
+        check_tiles_for_type(k, t, k_type ? 256 : 96, &n_checked);
+        check_tiles_for_type(k, t, k_type ? 1280 : 1056, &n_checked); /* 5 super-blocks; 33 blocks */
+    }
+    if (n_checked == 0) {
+        test_skip("no AMX-INT8 tiles on this CPU (or OB_CPU_AMX=0)");
+        return;
+    }
+    CHECK(n_checked >= 2 * 11); /* the eleven tiled types, two lengths each */
+}
+
 /* ---- the codebook (IQ) kernels on arbitrary blocks ----
  *
  * The quantizer's output (above) reaches only the grid entries, signs and

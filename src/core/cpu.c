@@ -54,6 +54,7 @@ static void probe(void) {
         }
         /* AMX-TILE (EDX 24) and AMX-INT8 (EDX 25), with XTILECFG and XTILEDATA in XCR0 */
         f->amx_int8 = (d & (1u << 24)) && (d & (1u << 25)) && (xcr0 & 0x60000) == 0x60000;
+        f->amx_bf16 = f->amx_int8 && (d & (1u << 22));
         __cpuid_count(7, 1, a, b, c, d);
         f->avx_vnni = f->avx && (a & (1u << 4));
         f->avx512bf16 = zmm_os && (a & (1u << 5));
@@ -138,7 +139,7 @@ void ob_cpu_features_string(char *buf, int size) {
         {f->fma, "FMA"}, {f->avx2, "AVX2"}, {f->bmi2, "BMI2"}, {f->avx_vnni, "AVX_VNNI"},
         {f->avx512f, "AVX512F"}, {f->avx512bw, "AVX512BW"}, {f->avx512vl, "AVX512VL"},
         {f->avx512dq, "AVX512DQ"}, {f->avx512vnni, "AVX512_VNNI"}, {f->avx512bf16, "AVX512_BF16"},
-        {f->amx_int8, "AMX_INT8"},
+        {f->amx_int8, "AMX_INT8"}, {f->amx_bf16, "AMX_BF16"},
     };
     int n = 0;
     if (size > 0) buf[0] = '\0';

@@ -16,6 +16,7 @@ typedef struct ob_cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx_vnni;
     bool amx_int8; /* AMX-TILE + AMX-INT8 with the OS saving tile state (XCR0 bits 17, 18); the
                       process still has to ask for the tile data (ob_cpu_amx_request) */
+    bool amx_bf16; /* AMX-BF16 on top of that */
     int n_cpus;
     char brand[64];
 } ob_cpu_features;

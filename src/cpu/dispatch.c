@@ -36,7 +36,7 @@ static void build_tables(void) {
          * for tools that do not know the instructions, such as valgrind) */
         const char *amx = getenv("OB_CPU_AMX");
         if (!(amx && !strcmp(amx, "0")) && ob_cpu_amx_request()) {
-            ob_cpu_fill_amx(&g_tables[OB_CPU_AVX512]);
+            ob_cpu_fill_amx(&g_tables[OB_CPU_AVX512], ob_cpu_get_features()->amx_bf16);
             g_tables[OB_CPU_AVX512].name = ob_cpu_get_features()->avx512bf16 ? "avx512-vnni-bf16-amx" : "avx512-vnni-amx";
         }
         g_n_tables = 3;

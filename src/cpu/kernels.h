@@ -220,8 +220,9 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
  * without AVX512_VNNI keeps the AVX2 ones) */
 void ob_cpu_fill_iq_avx512(ob_cpu_kernels *k, const ob_cpu_features *f);
 /* x86/amx.c: gemm_tiles for the packed integer types that have a VNNI gemm (after the AVX-512
- * fills; only when ob_cpu_amx_request() granted the tile state) */
-void ob_cpu_fill_amx(ob_cpu_kernels *k);
+ * fills; only when ob_cpu_amx_request() granted the tile state); with bf16 (AMX-BF16) also the
+ * BF16 panels' gemm itself, for every token count */
+void ob_cpu_fill_amx(ob_cpu_kernels *k, bool bf16);
 #endif
 
 /* The scalar reference pieces other tiers reuse for tails and fallbacks. */

@@ -395,7 +395,91 @@ DEF_KQ_TILES(q5_K, OB_TYPE_Q5_K, KQ_Q5_K)
 DEF_KQ_TILES(q6_K, OB_TYPE_Q6_K, KQ_Q6_K)
 DEF_KQ_TILES(iq4_xs, OB_TYPE_IQ4_XS, KQ_IQ4_XS)
 
-void ob_cpu_fill_amx(ob_cpu_kernels *k) {
+/* ======================================================================
+ * BF16 on AMX-BF16 (tdpbf16ps): the packed BF16 panel (pairs k, k+1 of the
+ * 16 rows in each 64-byte chunk) is already B's layout, and the BF16
+ * activation rows are A's, so nothing is unpacked. Its float sums do not
+ * match vdpbf16ps's bit for bit (measured: 4,672 of 5,120 outputs differ
+ * in the last bits), so where the CPU has AMX-BF16 this kernel replaces the
+ * VNNI-era BF16 gemm for every token count, decode included: a token's
+ * result then still depends on its own row alone. K = 32 a step into four C
+ * tiles in turn (four chains), added in a fixed order at the end; rows of
+ * A and C = the tokens of the tile (1..16). n not a multiple of 32 keeps
+ * the vdpbf16ps kernel for the whole matrix.
+ * ====================================================================== */
+
+static void gemm_bf16_amx(int64_t n, const void *panel, const void *act, size_t as, int nt, float *out, size_t os) {
+    if (n % 32) {
+        g_vnni[OB_TYPE_BF16](n, panel, act, as, nt, out, os);
+        return;
+    }
+    const int64_t ng = n / 32;
+    const uint8_t *p = panel;
+    _Alignas(64) float cb[4][TT * 16];
+    int rows = 0;
+    for (int t0 = 0; t0 < nt; t0 += TT) {
+        const int m = nt - t0 < TT ? nt - t0 : TT;
+        if (m != rows) {
+            tilecfg c;
+            memset(&c, 0, sizeof c);
+            c.palette = 1;
+            for (int i = 0; i < 8; i++) c.colsb[i] = 64;
+            c.rows[0] = c.rows[1] = (uint8_t)m;
+            c.rows[2] = c.rows[3] = 16;
+            for (int i = 4; i < 8; i++) c.rows[i] = (uint8_t)m;
+            _tile_loadconfig(&c);
+            rows = m;
+        }
+        const char *a = (const char *)act + (size_t)t0 * as;
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_zero(6);
+        _tile_zero(7);
+        int64_t g = 0;
+        for (; g + 4 <= ng; g += 4) {
+            _tile_loadd(0, a + 64 * g, (long)as);
+            _tile_loadd(2, p + 1024 * g, 64);
+            _tile_dpbf16ps(4, 0, 2);
+            _tile_loadd(1, a + 64 * (g + 1), (long)as);
+            _tile_loadd(3, p + 1024 * (g + 1), 64);
+            _tile_dpbf16ps(5, 1, 3);
+            _tile_loadd(0, a + 64 * (g + 2), (long)as);
+            _tile_loadd(2, p + 1024 * (g + 2), 64);
+            _tile_dpbf16ps(6, 0, 2);
+            _tile_loadd(1, a + 64 * (g + 3), (long)as);
+            _tile_loadd(3, p + 1024 * (g + 3), 64);
+            _tile_dpbf16ps(7, 1, 3);
+        }
+        /* the last 1..3 steps go to chains 4, 5, 6 as they would in a longer row */
+        if (g < ng) {
+            _tile_loadd(0, a + 64 * g, (long)as);
+            _tile_loadd(2, p + 1024 * g, 64);
+            _tile_dpbf16ps(4, 0, 2);
+        }
+        if (g + 1 < ng) {
+            _tile_loadd(1, a + 64 * (g + 1), (long)as);
+            _tile_loadd(3, p + 1024 * (g + 1), 64);
+            _tile_dpbf16ps(5, 1, 3);
+        }
+        if (g + 2 < ng) {
+            _tile_loadd(0, a + 64 * (g + 2), (long)as);
+            _tile_loadd(2, p + 1024 * (g + 2), 64);
+            _tile_dpbf16ps(6, 0, 2);
+        }
+        _tile_stored(4, cb[0], 64);
+        _tile_stored(5, cb[1], 64);
+        _tile_stored(6, cb[2], 64);
+        _tile_stored(7, cb[3], 64);
+        for (int i = 0; i < m; i++) {
+            const __m512 s01 = _mm512_add_ps(_mm512_load_ps(cb[0] + 16 * i), _mm512_load_ps(cb[1] + 16 * i));
+            const __m512 s23 = _mm512_add_ps(_mm512_load_ps(cb[2] + 16 * i), _mm512_load_ps(cb[3] + 16 * i));
+            _mm512_storeu_ps(out + (size_t)(t0 + i) * os, _mm512_add_ps(s01, s23));
+        }
+    }
+    _tile_release();
+}
+
+void ob_cpu_fill_amx(ob_cpu_kernels *k, bool bf16) {
 #define TILES(T, name)                                       \
     if (k->mm[T].gemm) {                                     \
         g_vnni[T] = k->mm[T].gemm;                           \
@@ -413,4 +497,9 @@ void ob_cpu_fill_amx(ob_cpu_kernels *k) {
     TILES(OB_TYPE_Q6_K, q6_K)
     TILES(OB_TYPE_IQ4_XS, iq4_xs)
 #undef TILES
+    if (bf16 && k->mm[OB_TYPE_BF16].gemm && k->mm[OB_TYPE_BF16].packed_act == OB_ACT_BF16) {
+        g_vnni[OB_TYPE_BF16] = k->mm[OB_TYPE_BF16].gemm;
+        k->mm[OB_TYPE_BF16].gemm = gemm_bf16_amx;
+        k->mm[OB_TYPE_BF16].gemm_tiles = gemm_bf16_amx;
+    }
 }

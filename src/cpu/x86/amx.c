@@ -196,9 +196,9 @@ INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const ch
  * ====================================================================== */
 
 /* Per unpacked super-block: lo and hi planes, each 64 B rows (4 tiles of 16)
- * of 64 bytes, then (Q4_K/Q5_K) the mins as int16 pairs for mins_dot. */
+ * of 64 bytes, then (Q4_K/Q5_K: 4, Q2_K: 8) the mins as int16 pairs for mins_dot. */
 #define KQ_PLANE 4096
-#define KQ_SB_BYTES (2 * KQ_PLANE + 4 * 64)
+#define KQ_SB_BYTES (2 * KQ_PLANE + 8 * 64)
 
 /* Store the planes of w' = c * s for one B row: c holds 64 bytes (signed when
  * sgn, else unsigned), s a scale per 32-bit lane (one weight row) as an int32
@@ -268,6 +268,72 @@ INLINE void kq_unpack(int kind, const void *panel, int64_t sb, __m512i slut, uin
                 split_row(_mm512_sub_epi8(c[q], m32), scv, true, lo + 64 * r, hi + 64 * r);
             }
         }
+    } else if (kind == KQ_Q2_K || kind == KQ_Q3_K) {
+        /* sub-block s (16 elements): unit h = s / 8, 2-bit field kk = (s % 8) / 2 of chunks
+         * 4 (s % 2) .. + 3; Q2_K w' = code * (sc & 15) and mins sc >> 4 (as mins_dot's 8
+         * pairs); Q3_K w' = (code | hmask bit << 2) - 4) * (sc - 32) */
+        const uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
+        const __m512i m3 = _mm512_set1_epi8(3), m04 = _mm512_set1_epi8(4);
+        for (int s = 0; s < 16; s++) {
+            const int h = s / 8, kk = (s % 8) / 2, half = s % 2;
+            const uint8_t *U = U0 + 640 * (size_t)h;
+            const uint8_t *sp = U + 512 + 16 * (s % 8);
+            const __m512i scv = kind == KQ_Q2_K ? _mm512_and_si512(load_u8x16(sp), _mm512_set1_epi32(15)) : load_i8x16(sp);
+            for (int j = 0; j < 4; j++) {
+                const int c = 4 * half + j;
+                const __m512i raw = _mm512_load_si512((const void *)(U + 64 * c));
+                __m512i w = _mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3);
+                if (kind == KQ_Q3_K) {
+                    const __m512i hv = _mm512_load_si512((const void *)(B + 64 * c));
+                    const int sh = 4 * h + kk;
+                    const __m512i hb = sh >= 2 ? _mm512_srli_epi16(hv, (unsigned)(sh - 2)) : _mm512_slli_epi16(hv, (unsigned)(2 - sh));
+                    w = _mm512_sub_epi8(_mm512_ternarylogic_epi32(w, hb, m04, 0xF8), m04);
+                }
+                const size_t r = 32 * (size_t)h + 8 * (size_t)kk + 4 * (size_t)half + (size_t)j;
+                split_row(w, scv, kind == KQ_Q3_K, lo + 64 * r, hi + 64 * r);
+            }
+        }
+        if (kind == KQ_Q2_K)
+            for (int q = 0; q < 8; q++) {
+                const uint8_t *sp = U0 + 640 * (size_t)(q / 4) + 512 + 32 * (size_t)(q % 4);
+                _mm512_store_si512((void *)(dst + 2 * KQ_PLANE + 64 * q),
+                                   _mm512_or_si512(_mm512_srli_epi32(load_u8x16(sp), 4),
+                                                   _mm512_slli_epi32(_mm512_srli_epi32(load_u8x16(sp + 16), 4), 16)));
+            }
+    } else if (kind == KQ_TQ2_0 || kind == KQ_TQ1_0) {
+        /* codes are value + 1: w' = code - 1, no sub-block scale */
+        const __m512i one = _mm512_set1_epi32(1), b1 = _mm512_set1_epi8(1);
+        if (kind == KQ_TQ2_0) {
+            const __m512i m3 = _mm512_set1_epi8(3);
+            for (int j = 0; j < 16; j++) {
+                const int h = j / 8, c = j % 8;
+                const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
+                for (int kk = 0; kk < 4; kk++) {
+                    const __m512i w = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, (unsigned)(2 * kk)), m3), b1);
+                    const size_t r = 32 * (size_t)h + 8 * (size_t)kk + (size_t)c;
+                    split_row(w, one, true, lo + 64 * r, hi + 64 * r);
+                }
+            }
+        } else {
+            static const short pow3[5] = {1, 3, 9, 27, 81};
+            for (int j = 0; j < 13; j++) {
+                const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
+                const int ndig = j < 12 ? 5 : 4;
+                for (int dg = 0; dg < ndig; dg++) {
+                    /* digit dg of each byte, as avx512.c's kernel takes it */
+                    const __m512i k3 = _mm512_set1_epi16(pow3[dg]);
+                    const __m512i l8 = _mm512_and_si512(_mm512_mullo_epi16(raw, k3), _mm512_set1_epi16(0x00ff));
+                    const __m512i h8 = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(raw, 8), k3), 8);
+                    const __m512i rr = _mm512_or_si512(l8, h8);
+                    const __mmask64 ge86 = _mm512_cmpge_epu8_mask(rr, _mm512_set1_epi8(86));
+                    const __mmask64 ge171 = _mm512_cmpge_epu8_mask(rr, _mm512_set1_epi8((char)171));
+                    const __m512i w = _mm512_sub_epi8(_mm512_add_epi8(_mm512_maskz_mov_epi8(ge86, b1), _mm512_maskz_mov_epi8(ge171, b1)), b1);
+                    const int e = j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg;
+                    const size_t r = (size_t)e / 4;
+                    split_row(w, one, true, lo + 64 * r, hi + 64 * r);
+                }
+            }
+        }
     } else { /* IQ4_XS */
         for (int s = 0; s < 8; s++) {
             const uint8_t *U = B + 1088 * (size_t)(s / 4);
@@ -288,13 +354,14 @@ INLINE void kq_unpack(int kind, const void *panel, int64_t sb, __m512i slut, uin
 /* acc (out rows of 16 tokens) += one super-block's C tiles (cl, ch, stored) */
 INLINE void kq_post(const int kind, const void *panel, int64_t sb, const uint8_t *w, const char *at, size_t as,
                     const int32_t *cl, const int32_t *ch, float *out, size_t os, bool first) {
-    const bool has_min = kind == KQ_Q4_K || kind == KQ_Q5_K;
+    const bool has_min = kind == KQ_Q4_K || kind == KQ_Q5_K || kind == KQ_Q2_K;
+    const int npairs = kind == KQ_Q2_K ? 8 : 4;
     const uint8_t *D = kq_d(kind, panel, sb);
     const __m512 d = load_h16(D);
     const __m512 dmin = has_min ? load_h16(D + 32) : d;
-    __m512i mnp[8]; /* mins_dot reads up to 8 pairs; Q4_K/Q5_K use 4 */
+    __m512i mnp[8]; /* Q4_K/Q5_K: 4 pairs, Q2_K: 8 */
     if (has_min)
-        for (int q = 0; q < 4; q++) mnp[q] = _mm512_load_si512((const void *)(w + 2 * KQ_PLANE + 64 * q));
+        for (int q = 0; q < npairs; q++) mnp[q] = _mm512_load_si512((const void *)(w + 2 * KQ_PLANE + 64 * q));
 #pragma GCC unroll 16
     for (int m = 0; m < TT; m++) {
         const ob_act_q8K *a = ACT_Q8K(at, as, m, sb);
@@ -305,7 +372,7 @@ INLINE void kq_post(const int kind, const void *panel, int64_t sb, const uint8_t
         __m512 acc = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, da), acc);
         if (has_min) {
-            const __m512i ms = mins_dot(mnp, 4, a->bsum32);
+            const __m512i ms = kind == KQ_Q2_K ? mins_dot(mnp, 8, a->bsums) : mins_dot(mnp, 4, a->bsum32);
             acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmin, da), acc);
         }
         _mm512_storeu_ps(o, acc);
@@ -394,6 +461,10 @@ DEF_KQ_TILES(q4_K, OB_TYPE_Q4_K, KQ_Q4_K)
 DEF_KQ_TILES(q5_K, OB_TYPE_Q5_K, KQ_Q5_K)
 DEF_KQ_TILES(q6_K, OB_TYPE_Q6_K, KQ_Q6_K)
 DEF_KQ_TILES(iq4_xs, OB_TYPE_IQ4_XS, KQ_IQ4_XS)
+DEF_KQ_TILES(q2_K, OB_TYPE_Q2_K, KQ_Q2_K)
+DEF_KQ_TILES(q3_K, OB_TYPE_Q3_K, KQ_Q3_K)
+DEF_KQ_TILES(tq2_0, OB_TYPE_TQ2_0, KQ_TQ2_0)
+DEF_KQ_TILES(tq1_0, OB_TYPE_TQ1_0, KQ_TQ1_0)
 
 /* ======================================================================
  * BF16 on AMX-BF16 (tdpbf16ps): the packed BF16 panel (pairs k, k+1 of the
@@ -496,6 +567,10 @@ void ob_cpu_fill_amx(ob_cpu_kernels *k, bool bf16) {
     TILES(OB_TYPE_Q5_K, q5_K)
     TILES(OB_TYPE_Q6_K, q6_K)
     TILES(OB_TYPE_IQ4_XS, iq4_xs)
+    TILES(OB_TYPE_Q2_K, q2_K)
+    TILES(OB_TYPE_Q3_K, q3_K)
+    TILES(OB_TYPE_TQ2_0, tq2_0)
+    TILES(OB_TYPE_TQ1_0, tq1_0)
 #undef TILES
     if (bf16 && k->mm[OB_TYPE_BF16].gemm && k->mm[OB_TYPE_BF16].packed_act == OB_ACT_BF16) {
         g_vnni[OB_TYPE_BF16] = k->mm[OB_TYPE_BF16].gemm;

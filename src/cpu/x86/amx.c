@@ -315,20 +315,12 @@ INLINE void kq_unpack(int kind, const void *panel, int64_t sb, __m512i slut, uin
                 }
             }
         } else {
-            static const short pow3[5] = {1, 3, 9, 27, 81};
             for (int j = 0; j < 13; j++) {
                 const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
                 const int ndig = j < 12 ? 5 : 4;
                 for (int dg = 0; dg < ndig; dg++) {
-                    /* digit dg of each byte, as avx512.c's kernel takes it */
-                    const __m512i k3 = _mm512_set1_epi16(pow3[dg]);
-                    const __m512i l8 = _mm512_and_si512(_mm512_mullo_epi16(raw, k3), _mm512_set1_epi16(0x00ff));
-                    const __m512i h8 = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(raw, 8), k3), 8);
-                    const __m512i rr = _mm512_or_si512(l8, h8);
-                    const __mmask64 ge86 = _mm512_cmpge_epu8_mask(rr, _mm512_set1_epi8(86));
-                    const __mmask64 ge171 = _mm512_cmpge_epu8_mask(rr, _mm512_set1_epi8((char)171));
-                    const __m512i w = _mm512_sub_epi8(_mm512_add_epi8(_mm512_maskz_mov_epi8(ge86, b1), _mm512_maskz_mov_epi8(ge171, b1)), b1);
-                    const int e = j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg;
+                    const __m512i w = _mm512_sub_epi8(tq1_digit(raw, dg), b1);
+                    const int e = tq1_element(j, dg);
                     const size_t r = (size_t)e / 4;
                     split_row(w, one, true, lo + 64 * r, hi + 64 * r);
                 }

@@ -568,23 +568,12 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                     }
                 }
             } else {
-                static const short pow3[5] = {1, 3, 9, 27, 81};
                 for (int j = 0; j < 13; j++) {
                     const __m512i raw = _mm512_load_si512((const void *)(B + 64 * j));
                     const int ndig = j < 12 ? 5 : 4;
                     for (int dg = 0; dg < ndig; dg++) {
-                        /* digit dg of each byte: (byte * 3^dg mod 256) * 3 >> 8, i.e. 0, 1 or 2
-                         * as the product is below 86, below 171, or above */
-                        const __m512i k3 = _mm512_set1_epi16(pow3[dg]);
-                        const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(raw, k3), _mm512_set1_epi16(0x00ff));
-                        const __m512i hi = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(raw, 8), k3), 8);
-                        const __m512i r = _mm512_or_si512(lo, hi);
-                        const __mmask64 ge86 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8(86));
-                        const __mmask64 ge171 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8((char)171));
-                        const __m512i w = _mm512_add_epi8(_mm512_maskz_mov_epi8(ge86, _mm512_set1_epi8(1)),
-                                                          _mm512_maskz_mov_epi8(ge171, _mm512_set1_epi8(1)));
-                        /* element of byte i of this chunk for digit dg */
-                        const int e = j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg;
+                        const __m512i w = tq1_digit(raw, dg);
+                        const int e = tq1_element(j, dg);
 #pragma GCC unroll 8
                         for (int t = 0; t < NT; t++) isum[t] = _mm512_dpbusd_epi32(isum[t], w, bcast32(a[t]->qs + e));
                     }

@@ -143,4 +143,19 @@ INLINE __m512i mins_dot(const __m512i mnp[8], int npairs, const int16_t *sums) {
     return ms;
 }
 
+/* TQ1_0: base-3 digit dg (0..4) of each byte of a code chunk, as bytes 0, 1 or 2:
+ * (byte * 3^dg mod 256) * 3 >> 8, i.e. as the product is below 86, below 171, or above */
+INLINE __m512i tq1_digit(__m512i raw, int dg) {
+    static const short pow3[5] = {1, 3, 9, 27, 81};
+    const __m512i k3 = _mm512_set1_epi16(pow3[dg]);
+    const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(raw, k3), _mm512_set1_epi16(0x00ff));
+    const __m512i hi = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(raw, 8), k3), 8);
+    const __m512i r = _mm512_or_si512(lo, hi);
+    const __mmask64 ge86 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8(86));
+    const __mmask64 ge171 = _mm512_cmpge_epu8_mask(r, _mm512_set1_epi8((char)171));
+    return _mm512_add_epi8(_mm512_maskz_mov_epi8(ge86, _mm512_set1_epi8(1)), _mm512_maskz_mov_epi8(ge171, _mm512_set1_epi8(1)));
+}
+/* the element of byte 0 of TQ1_0 chunk j (0..12) for digit dg */
+INLINE int tq1_element(int j, int dg) { return j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg; }
+
 #endif

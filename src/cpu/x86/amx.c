@@ -87,7 +87,7 @@ static ob_gemm_panel_fn g_vnni[OB_TYPE_COUNT];
  * row j = elements 4j..4j+3 of each weight row. */
 INLINE void a8_unpack(int kind, const void *panel, int64_t b, __m512i lut, uint8_t *dst) {
     const uint8_t *qb = a8_at(kind, panel, b, A8_CODES);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
     if (kind == A8_Q8_0) {
         for (int j = 0; j < 8; j++)
             _mm512_store_si512((void *)(dst + 64 * j),
@@ -99,18 +99,7 @@ INLINE void a8_unpack(int kind, const void *panel, int64_t b, __m512i lut, uint8
     for (int j = 0; j < 4; j++) {
         const __m512i raw = _mm512_load_si512((const void *)(qb + 64 * j));
         __m512i lo, hi;
-        if (a8_has_h(kind)) {
-            const __m512i tj = _mm512_srli_epi16(hb, (unsigned)j);
-            lo = or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
-            hi = or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10));
-        } else {
-            lo = _mm512_and_si512(raw, m4);
-            hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-        }
-        if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
-            lo = _mm512_shuffle_epi8(lut, lo);
-            hi = _mm512_shuffle_epi8(lut, hi);
-        }
+        a8_codes(kind, raw, hb, j, lut, &lo, &hi);
         _mm512_store_si512((void *)(dst + 64 * j), _mm512_sub_epi8(lo, off));
         _mm512_store_si512((void *)(dst + 64 * (4 + j)), _mm512_sub_epi8(hi, off));
     }
@@ -138,13 +127,7 @@ INLINE void gemm_a8_tiles(const int kind, int64_t n, const void *panel, const ch
                           float *out, size_t os, ob_gemm_panel_fn vnni) {
     const int64_t nb = n / 32;
     const int ntt = nt / TT * TT;
-    __m512i lut = _mm512_setzero_si512();
-    if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
-        const int8_t *v = kind == A8_IQ4_NL ? ob_iq4nl_values : ob_mxfp4_values;
-        uint8_t t[16];
-        for (int i = 0; i < 16; i++) t[i] = (uint8_t)(v[i] + 128);
-        lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
-    }
+    const __m512i lut = a8_lut(kind);
     _Alignas(64) uint8_t wb[A8_SLAB * 512];
     _Alignas(64) int32_t c0[TT * 16], c1[TT * 16];
     config_tiles(32, 8);

@@ -62,14 +62,8 @@
 INLINE void gemm_a8_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
                          float *out, size_t os) {
     const int64_t nb = n / 32;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
-    __m512i lut = _mm512_setzero_si512();
-    if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
-        const int8_t *v = kind == A8_IQ4_NL ? ob_iq4nl_values : ob_mxfp4_values;
-        uint8_t t[16];
-        for (int i = 0; i < 16; i++) t[i] = (uint8_t)(v[i] + 128);
-        lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
-    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = a8_lut(kind);
     const int off = a8_offset(kind);
     __m512 acc[8];
     for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
@@ -93,18 +87,7 @@ INLINE void gemm_a8_body(const int kind, const int NT, int64_t n, const void *pa
             for (int j = 0; j < 4; j++) {
                 __m512i raw = _mm512_load_si512((const void *)(qb + 64 * j));
                 __m512i lo, hi;
-                if (a8_has_h(kind)) {
-                    __m512i tj = _mm512_srli_epi16(hb, (unsigned)j);
-                    lo = or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
-                    hi = or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10));
-                } else {
-                    lo = _mm512_and_si512(raw, m4);
-                    hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-                }
-                if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
-                    lo = _mm512_shuffle_epi8(lut, lo);
-                    hi = _mm512_shuffle_epi8(lut, hi);
-                }
+                a8_codes(kind, raw, hb, j, lut, &lo, &hi);
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) {
                     ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast32(a[t]->qs + 4 * j));

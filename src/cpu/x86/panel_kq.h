@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "../../quant/blocks.h"
+#include "../../quant/iq_tables.h"
 #include "../kernels.h"
+#include "panel_a8.h"
 
 #ifndef INLINE
 #define INLINE static inline __attribute__((always_inline))
@@ -157,5 +159,33 @@ INLINE __m512i tq1_digit(__m512i raw, int dg) {
 }
 /* the element of byte 0 of TQ1_0 chunk j (0..12) for digit dg */
 INLINE int tq1_element(int j, int dg) { return j < 8 ? 32 * dg + 4 * j : j < 12 ? 160 + 16 * dg + 4 * (j - 8) : 240 + 4 * dg; }
+
+
+/* The legacy 32-element types (panel_a8.h): the codes of chunk j of a block
+ * as unsigned bytes - lo: elements 4j+i, hi: 16+4j+i. hb is the block's
+ * high-bit chunk (Q5_0/Q5_1), lut the +128 table of a8_lut (IQ4_NL, MXFP4). */
+INLINE void a8_codes(int kind, __m512i raw, __m512i hb, int j, __m512i lut, __m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    if (a8_has_h(kind)) {
+        const __m512i tj = _mm512_srli_epi16(hb, (unsigned)j);
+        *lo = or_and(raw, m4, _mm512_and_si512(_mm512_slli_epi16(tj, 4), m10));
+        *hi = or_and(_mm512_srli_epi16(raw, 4), m4, _mm512_and_si512(tj, m10));
+    } else {
+        *lo = _mm512_and_si512(raw, m4);
+        *hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    }
+    if (kind == A8_IQ4_NL || kind == A8_MXFP4) {
+        *lo = _mm512_shuffle_epi8(lut, *lo);
+        *hi = _mm512_shuffle_epi8(lut, *hi);
+    }
+}
+/* IQ4_NL / MXFP4: their value table + 128 in every 128-bit lane (zero for the other kinds) */
+INLINE __m512i a8_lut(int kind) {
+    if (kind != A8_IQ4_NL && kind != A8_MXFP4) return _mm512_setzero_si512();
+    const int8_t *v = kind == A8_IQ4_NL ? ob_iq4nl_values : ob_mxfp4_values;
+    uint8_t t[16];
+    for (int i = 0; i < 16; i++) t[i] = (uint8_t)(v[i] + 128);
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
+}
 
 #endif

@@ -33,9 +33,10 @@ static void build_tables(void) {
         ob_cpu_fill_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
         ob_cpu_fill_iq_avx512(&g_tables[OB_CPU_AVX512], ob_cpu_get_features());
         /* AMX tiles for prefill: OB_CPU_AMX=0 keeps them off (to measure what they give, and
-         * for tools that do not know the instructions, such as valgrind) */
+         * for tools that do not know the instructions, such as valgrind). They read the VNNI
+         * panels and hand short batches to the VNNI kernels, so only on top of those. */
         const char *amx = getenv("OB_CPU_AMX");
-        if (!(amx && !strcmp(amx, "0")) && ob_cpu_amx_request()) {
+        if (!(amx && !strcmp(amx, "0")) && ob_cpu_get_features()->avx512vnni && ob_cpu_amx_request()) {
             ob_cpu_fill_amx(&g_tables[OB_CPU_AVX512], ob_cpu_get_features()->amx_bf16);
             g_tables[OB_CPU_AVX512].name = ob_cpu_get_features()->avx512bf16 ? "avx512-vnni-bf16-amx" : "avx512-vnni-amx";
         }

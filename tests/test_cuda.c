@@ -2606,6 +2606,8 @@ static void stats_catch(ob_log_level level, const char *msg, void *user) {
         fprintf(stderr, "1bit %d: %s\n", (int)level, msg);
 }
 
+static const char *g_gs_device = "cuda"; /* where graph_steps_of runs the model */
+
 #define GS_SEQ 64
 #define GS_PROMPT 3
 static const int k_gs_sizes[] = {32, 32, 32, 17, 17, 64, 64, 64, 48, 48, 32, 32, 64, 64};
@@ -2620,7 +2622,7 @@ static float *graph_steps_of(const char *path, const char *const *env, const int
     env_saved es;
     env_push(&es, env);
     ob_model_params mp = ob_model_default_params();
-    mp.device = "cuda";
+    mp.device = g_gs_device;
     ob_model *m = NULL;
     CHECK_OK(ob_model_load(path, &mp, &m));
     env_pop(&es);
@@ -3467,7 +3469,11 @@ TEST(op_glu_fused) {
 /* A llama whose rows every integer kernel takes (Q4_K's 256-element blocks): 256 wide, an FFN of
  * 768, 2 layers, 4 query heads of 64 over 2 KV heads, the llama fixture's vocabulary (384),
  * random F32 weights (norms 1), written to path. */
-static bool wide_llama(const char *path) {
+static bool wide_llama_ff(const char *path, int64_t F);
+static bool wide_llama(const char *path) { return wide_llama_ff(path, 768); }
+
+/* The same with an FFN of F (a multiple of 256). */
+static bool wide_llama_ff(const char *path, int64_t F) {
     char dir[4200], voc[256];
     snprintf(dir, sizeof dir, "%s/tests/data/models/llama", source_dir());
     snprintf(voc, sizeof voc, "/tmp/ob_test_cuda_wv_%d.gguf", (int)getpid());
@@ -3478,7 +3484,7 @@ static bool wide_llama(const char *path) {
         CHECK_MSG(0, "convert llama: %s", ob_last_error());
         return false;
     }
-    const int64_t E = 256, F = 768, L = 2, H = 4, HKV = 2, HD = 64, V = 384;
+    const int64_t E = 256, L = 2, H = 4, HKV = 2, HD = 64, V = 384;
     ob_gguf *v = NULL;
     ob_gguf_writer *w = NULL;
     int rc = ob_gguf_open(voc, &v);
@@ -3489,11 +3495,11 @@ static bool wide_llama(const char *path) {
     }
     if (rc == 0) rc = ob_gguf_writer_set_str(w, "general.architecture", "llama");
     if (rc == 0) rc = ob_gguf_writer_set_str(w, "general.name", "wide llama");
-    static const struct {
+    const struct {
         const char *key;
         int64_t val;
     } u32s[] = {{"llama.context_length", 256},  {"llama.embedding_length", 256}, {"llama.block_count", 2},
-                {"llama.feed_forward_length", 768}, {"llama.attention.head_count", 4},
+                {"llama.feed_forward_length", F}, {"llama.attention.head_count", 4},
                 {"llama.attention.head_count_kv", 2}, {"llama.attention.key_length", 64},
                 {"llama.attention.value_length", 64}, {"llama.rope.dimension_count", 64}, {"llama.vocab_size", 384}};
     for (size_t i = 0; rc == 0 && i < sizeof u32s / sizeof u32s[0]; i++)
@@ -3606,4 +3612,119 @@ TEST(model_glu_fused_steps) {
         unlink(out);
     }
     unlink(src);
+}
+
+/* The fused layer halves (layer.cu: one persistent launch for the norm and the q/k/v products,
+ * one for the o product, add, norm, gate/up, GLU, down and add) on the wide llama with an FFN
+ * of 768 and of 4608 (more rows than the grid has warps, so warps take several), as Q4_K_M (Q4_K
+ * and Q6_K), Q5_K_M, Q8_0 and Q4_0 files: single-token steps take them (the OB_CUDA_STATS line
+ * counts 2 halves x 2 layers x 2 contexts a step), steps of 2-3 tokens do not, and
+ *   - with graphs off the logits have the same bits (the kernels' sums do not depend on timing
+ *     or on the grid barrier);
+ *   - against OB_CUDA_LAYER=0 (the ops one by one) they differ by rounding only: the norm's sum
+ *     runs in another order and a row's chunks may be split over warps differently, so an
+ *     8-bit activation may round the other way, and two layers of random weights carry such
+ *     a flip on: NMSE over a step's logits <= 1e-3 (measured on the H200: 2e-14..3e-4, the
+ *     larger ones with the FFN of 4608) and the same top token on at least 90% of the rows;
+ *   - against the CPU backend they are as close as the ops one by one are (worst row's NMSE
+ *     at most 1.5x theirs: measured equal to three digits, 2e-4..1e-3). */
+/* The "layer halves fused" count of the last OB_CUDA_STATS line. */
+static bool halves_fused(unsigned long long *v) {
+    const char *j = strstr(g_stats, "layer halves fused"), *k = j;
+    while (k && k > g_stats && k[-1] != ';') k--;
+    return j && sscanf(k, " %llu layer halves fused", v) == 1;
+}
+
+TEST(model_fused_layers) {
+    NEED_GPU();
+    static const int sizes[] = {1, 1, 1, 2, 1, 1, 3, 1, 1, 1};
+    const int nsz = (int)(sizeof sizes / sizeof sizes[0]);
+    int singles = 0;
+    for (int i = 0; i < nsz; i++) singles += sizes[i] == 1;
+    static const int64_t ffs[] = {768, 4608};
+    for (int fi = 0; fi < 2; fi++) {
+        char src[256];
+        snprintf(src, sizeof src, "/tmp/ob_test_cuda_lk_%d.gguf", (int)getpid());
+        if (!wide_llama_ff(src, ffs[fi])) return;
+        static const char *const mixes[] = {"Q4_K_M", "Q5_K_M", "Q8_0", "Q4_0"};
+        for (int mi = 0; mi < 4; mi++) {
+            char out[256];
+            snprintf(out, sizeof out, "/tmp/ob_test_cuda_lk_%d_%s.gguf", (int)getpid(), mixes[mi]);
+            ob_quantize_params qp;
+            ob_quantize_params_init(&qp);
+            const ob_ftype_info *mix = ob_ftype_find(mixes[mi]);
+            CHECK_MSG(mix != NULL, "no mix %s", mixes[mi]);
+            if (!mix || ob_quantize_file(src, out, mix, &qp, NULL) != 0) {
+                CHECK_MSG(0, "quantize %s: %s", mixes[mi], ob_last_error());
+                continue;
+            }
+            const char *env_on[3] = {"OB_CUDA_STATS=1", "OB_CUDA_LAYER=1", NULL};
+            const char *env_ng[4] = {"OB_CUDA_GRAPHS=0", "OB_CUDA_STATS=1", "OB_CUDA_LAYER=1", NULL};
+            const char *env_off[2] = {"OB_CUDA_LAYER=0", NULL};
+            char what[64];
+            snprintf(what, sizeof what, "%s, FFN %lld", mixes[mi], (long long)ffs[fi]);
+            unsigned long long fused[2] = {0, 0};
+            size_t n_on = 0, n_ng = 0, n_off = 0;
+            g_stats[0] = 0;
+            ob_log_set_callback(stats_catch, NULL);
+            float *on = graph_steps_of(out, env_on, sizes, nsz, &n_on);
+            CHECK_MSG(halves_fused(&fused[0]), "%s: no count in '%s'", what, g_stats);
+            g_stats[0] = 0;
+            float *ng = graph_steps_of(out, env_ng, sizes, nsz, &n_ng);
+            CHECK_MSG(halves_fused(&fused[1]), "%s: no count in '%s'", what, g_stats);
+            ob_log_set_callback(NULL, NULL);
+            float *off = graph_steps_of(out, env_off, sizes, nsz, &n_off);
+            size_t n_cpu = 0;
+            g_gs_device = "cpu";
+            const char *env_none[1] = {NULL};
+            float *cpu = graph_steps_of(out, env_none, sizes, nsz, &n_cpu);
+            g_gs_device = "cuda";
+            const unsigned long long want = (unsigned long long)singles * 2 * 2 * 2;
+            CHECK_MSG(fused[0] == want && fused[1] == want, "%s: %llu / %llu halves fused, want %llu", what,
+                      fused[0], fused[1], want);
+            if (on && ng && off) {
+                CHECK_EQ_INT((long long)n_on, (long long)n_ng);
+                CHECK_EQ_INT((long long)n_on, (long long)n_off);
+                const size_t nf = n_on / sizeof(float), V = 384;
+                size_t first = nf;
+                for (size_t i = 0; i < nf && first == nf; i++)
+                    if (memcmp(&on[i], &ng[i], sizeof(float)) != 0) first = i;
+                CHECK_MSG(first == nf, "%s: logits differ with graphs off, first at float %zu (%.9g vs %.9g)", what,
+                          first, (double)on[first], (double)ng[first]);
+                double worst = 0.0;
+                size_t rows = 0, same = 0;
+                for (size_t r = 0; r * V < nf; r++, rows++) {
+                    const float *a = on + r * V, *b = off + r * V;
+                    double num = 0.0, den = 0.0;
+                    size_t ia = 0, ib = 0;
+                    for (size_t i = 0; i < V; i++) {
+                        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+                        den += (double)b[i] * b[i];
+                        if (a[i] > a[ia]) ia = i;
+                        if (b[i] > b[ib]) ib = i;
+                    }
+                    const double nmse = den > 0 ? num / den : num;
+                    if (nmse > worst) worst = nmse;
+                    same += ia == ib;
+                }
+                double w_on = 0.0, w_off = 0.0; /* each against the CPU backend */
+                for (size_t r = 0; cpu && n_cpu == n_on && r * V < nf; r++) {
+                    const double a = nmse(on + r * V, cpu + r * V, V), b = nmse(off + r * V, cpu + r * V, V);
+                    if (a > w_on) w_on = a;
+                    if (b > w_off) w_off = b;
+                }
+                fprintf(stderr, "  %-20s against the CPU: fused %.3g, ops one by one %.3g\n", what, w_on, w_off);
+                CHECK_MSG(cpu && n_cpu == n_on, "%s: no CPU logits", what);
+                CHECK_MSG(w_on <= 1.5 * w_off + 1e-6, "%s: NMSE against the CPU %.3g fused, %.3g op by op", what,
+                          w_on, w_off);
+                CHECK_MSG(worst <= 1e-3, "%s: NMSE against the ops one by one %.3g (bound 1e-3)", what, worst);
+                CHECK_MSG(same * 10 >= rows * 9, "%s: top token the same on %zu of %zu rows", what, same, rows);
+                fprintf(stderr, "  %-20s %llu halves fused; graphs off: same bits; ops one by one: worst NMSE %.3g, "
+                        "top token %zu/%zu\n", what, fused[0], worst, same, rows);
+            }
+            free(on), free(ng), free(off), free(cpu);
+            unlink(out);
+        }
+        unlink(src);
+    }
 }

@@ -135,6 +135,27 @@ typedef struct ob_moe_params {
     const ob_tensor *gate, *up, *down;
 } ob_moe_params;
 
+/* A dense decoder layer of one token in two fused pieces (the optional ops
+ * layer_qkv and layer_ffn): what the model would otherwise do op by op.
+ *   layer_qkv: h = rms_norm(x) * norm; q = wq h + bq, k = wk h + bk, v = wv h + bv
+ *   layer_ffn: x += wo att + bo; h = rms_norm(x) * norm;
+ *              x += down(act(gate h) * up h)
+ * Biases may be NULL; x, att, q, k and v are single rows of F32. */
+typedef struct ob_layer_qkv {
+    const ob_tensor *x, *norm;
+    float eps;
+    const ob_tensor *wq, *wk, *wv, *bq, *bk, *bv;
+    ob_tensor *q, *k, *v;
+} ob_layer_qkv;
+
+typedef struct ob_layer_ffn {
+    ob_tensor *x;
+    const ob_tensor *att, *wo, *bo, *norm;
+    float eps;
+    const ob_tensor *gate, *up, *down;
+    int act; /* ob_act */
+} ob_layer_ffn;
+
 /* The device interface. Every op is required unless marked optional. */
 typedef struct ob_backend_ops {
     const char *name;
@@ -215,6 +236,13 @@ typedef struct ob_backend_ops {
      * (position-initialized). */
     int (*moe_ffn)(ob_backend *b, const struct ob_moe_params *p, const ob_tensor *logits, const ob_tensor *h,
                    ob_tensor *out);
+    /* The two halves of a dense layer for one token (ob_layer_qkv, ob_layer_ffn), each in as
+     * few launches as the backend can (CUDA, experimental and off unless OB_CUDA_LAYER=1: one
+     * persistent kernel each, src/cuda/layer.cu). Optional: NULL, or OB_ERR_UNSUPPORTED with no error set for a shape, type or
+     * state it has no kernel for = the model runs the ops one by one. The results may differ
+     * from the ops' in rounding only. Last in the table (position-initialized). */
+    int (*layer_qkv)(ob_backend *b, const ob_layer_qkv *p);
+    int (*layer_ffn)(ob_backend *b, const ob_layer_ffn *p);
 } ob_backend_ops;
 
 struct ob_backend {

@@ -641,6 +641,8 @@ static const ob_backend_ops split_ops = {
     .matmul_a4 = sp_matmul_a4,
     .hadamard_rows = NULL, /* rotated files are refused on a split model */
     .moe_ffn = sp_moe_ffn,
+    .layer_qkv = NULL, /* a layer's ops run op by op, each where its weight is */
+    .layer_ffn = NULL,
 };
 
 static int make(ob_backend *host, split_shared *sh, bool owner, ob_backend **out) {

@@ -647,9 +647,25 @@ static int cuda_set_batch_invariant(ob_backend *b, bool on) {
     return 0;
 }
 
+/* The backend of this process that runs the fused layers on each device (cuda_layer_claim). */
+#define LK_DEVICES 64
+static cuda_backend *g_lk_owner[LK_DEVICES];
+
+bool cuda_layer_claim(cuda_backend *c) {
+    if (c->device < 0 || c->device >= LK_DEVICES) return false;
+    cuda_backend *none = NULL;
+    return __atomic_load_n(&g_lk_owner[c->device], __ATOMIC_ACQUIRE) == c ||
+           __atomic_compare_exchange_n(&g_lk_owner[c->device], &none, c, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 static void cuda_free_backend(ob_backend *b) {
     cuda_backend *c = cuda_of(b);
     if (!c) return;
+    if (c->device >= 0 && c->device < LK_DEVICES) { /* gives the fused layers up, if it had them */
+        cuda_backend *me = c;
+        __atomic_compare_exchange_n(&g_lk_owner[c->device], &me, (cuda_backend *)NULL, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+    }
     /* a product still held back (cuda_gemm_pend) is dropped: nothing can read its output now */
     if (c->prof) prof_print(c);
     free(c->prof_tab);
@@ -663,9 +679,10 @@ static void cuda_free_backend(ob_backend *b) {
         snprintf(msg, sizeof msg,
                  "CUDA stats: %llu ops, %llu drains, %.3f s waiting for the GPU in drains; %llu graphs launched, "
                  "%llu built, %llu kernel nodes updated; %llu cuBLAS calls captured, %llu captured nodes updated; "
-                 "%llu products joined, %llu pairs of copies exchanged; %llu GLUs fused into their products",
+                 "%llu products joined, %llu pairs of copies exchanged; %llu layer halves fused; %llu GLUs fused "
+                 "into their products",
                  c->n_ops, c->n_drains, c->wait_s, c->n_graphs, c->n_instantiations, c->n_node_updates, c->n_captures,
-                 c->n_child_updates, c->n_joins, c->n_exchanges, c->n_glu_fused);
+                 c->n_child_updates, c->n_joins, c->n_exchanges, c->n_layer_fused, c->n_glu_fused);
         log_msg(1, msg);
     }
     cudaSetDevice(c->device);
@@ -687,6 +704,8 @@ static void cuda_free_backend(ob_backend *b) {
     if (c->q8_scratch) cudaFree(c->q8_scratch);
     if (c->glu_q8) cudaFree(c->glu_q8);
     if (c->glu_cnt) cudaFree(c->glu_cnt);
+    if (c->lk_bar) cudaFree(c->lk_bar);
+    if (c->lk_h) cudaFree(c->lk_h);
     if (c->q4_scratch) cudaFree(c->q4_scratch);
     if (c->mmq_scratch) cudaFree(c->mmq_scratch);
     if (c->moe_scratch) cudaFree(c->moe_scratch);
@@ -730,6 +749,8 @@ static const ob_backend_ops g_cuda_ops = {
     /* .matmul_a4 = */ NULL,     /* OB_CUDA_ROTATE=1: g_cuda_ops_rot below */
     /* .hadamard_rows = */ NULL, /* OB_CUDA_ROTATE=1: g_cuda_ops_rot below */
     /* .moe_ffn = */ cuda_op_moe_ffn,
+    /* .layer_qkv = */ cuda_op_layer_qkv,
+    /* .layer_ffn = */ cuda_op_layer_ffn,
 };
 
 /* The rotated Q4_0 route (rotate.cu: hadamard_rows, matmul_a4); OB_CUDA_ROTATE=0
@@ -798,6 +819,9 @@ static int backend_init(cuda_backend *c) {
     /* off by default: measured slower (8B Q4_K_M tg128 -4%, TinyLlama -4%, Qwen3-8B BF16 level;
      * bench/RESULTS.md, CUDA session 12) */
     c->glu_fuse = getenv("OB_CUDA_GLU_FUSE") && atoi(getenv("OB_CUDA_GLU_FUSE")) == 1;
+    /* off by default: measured slower (8B Q4_K_M tg128 336 -> 304, TinyLlama 1,067 -> 915; bench/RESULTS.md,
+     * CUDA session 16) */
+    c->layer_fuse = getenv("OB_CUDA_LAYER") && atoi(getenv("OB_CUDA_LAYER")) == 1;
     c->mmvq_stream = getenv("OB_CUDA_MMVQ_STREAM") && atoi(getenv("OB_CUDA_MMVQ_STREAM")) == 1;
     c->graph_dump = getenv("OB_CUDA_GRAPH_DUMP") && atoi(getenv("OB_CUDA_GRAPH_DUMP")) == 1;
     c->norm_vec = !(getenv("OB_CUDA_NORM_VEC") && atoi(getenv("OB_CUDA_NORM_VEC")) == 0);

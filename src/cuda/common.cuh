@@ -373,6 +373,14 @@ typedef struct cuda_backend {
     int *glu_cnt;
     size_t glu_cnt_bytes;
     unsigned long long n_glu_fused;
+    /* one token's dense layer in two persistent launches (layer.cu; OB_CUDA_LAYER=0: off):
+     * the grid barrier's words, the GLU output, each kernel's grid at the shared memory it
+     * was sized for, and how many halves ran fused */
+    bool layer_fuse;
+    void *lk_bar, *lk_h;
+    size_t lk_bar_bytes, lk_h_bytes, lk_smem_set, lk_grid_smem[2];
+    unsigned lk_grid[2];
+    unsigned long long n_layer_fused;
     bool mmvq_stream;           /* one token: weights streamed through shared memory (OB_CUDA_MMVQ_STREAM) */
     bool graph_dump;            /* OB_CUDA_GRAPH_DUMP=1: print each new graph's kernels */
     bool norm_vec;              /* decode RMSNorm with 256 threads and 16-byte loads (OB_CUDA_NORM_VEC=0: 1024 threads) */
@@ -416,6 +424,10 @@ typedef struct cuda_backend {
 
 static inline cuda_backend *cuda_of(ob_backend *b) { return (cuda_backend *)b; }
 
+/* Whether this backend may run the fused layers (layer.cu): one backend a device does, the
+ * first to ask, until it is freed - two persistent kernels from two streams side by side could
+ * each hold part of the multiprocessors and wait for ever on their grid barriers. */
+bool cuda_layer_claim(cuda_backend *c);
 /* Make this thread's current device the backend's (ops may come from any thread). */
 int cuda_enter(cuda_backend *c);
 /* A device copy of n bytes of host memory, valid until the next drain.

@@ -117,6 +117,9 @@ int cuda_op_matmul_a4(ob_backend *b, const ob_tensor *w, const ob_tensor *x, con
 
 int cuda_op_get_rows(ob_backend *b, const ob_tensor *table, const int32_t *ids, int64_t n, ob_tensor *out);
 /* moe.cu: the routed experts of an MoE FFN (ob_backend_ops.moe_ffn), and freeing its tables. */
+/* layer.cu: one token's dense layer halves (ob_backend_ops.layer_qkv, layer_ffn) */
+int cuda_op_layer_qkv(ob_backend *b, const ob_layer_qkv *p);
+int cuda_op_layer_ffn(ob_backend *b, const ob_layer_ffn *p);
 int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logits, const ob_tensor *h,
                     ob_tensor *out);
 void cuda_moe_free(cuda_backend *c);

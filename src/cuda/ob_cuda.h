@@ -13,7 +13,8 @@
 extern "C" {
 #endif
 
-#define OB_CUDA_ABI_VERSION 5 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows */
+#define OB_CUDA_ABI_VERSION 6 /* 2: ob_backend_ops.argmax_rows; 3: set_batch_invariant; 4: matmul_a4; 5: hadamard_rows;
+                                * 6: layer_qkv, layer_ffn */
 
 /* ABI version of the loaded plugin; the host refuses a mismatch. */
 int ob_cuda_abi_version(void);

@@ -110,6 +110,8 @@ int ob_matmul_hook_create(ob_backend *b, ob_matmul_hook **out) {
     /* a device's fused experts (CUDA's moe_ffn) would multiply the expert matrices without the
      * hook: MoE layers route on the host instead, each expert a matmul the hook sees */
     h->ops.moe_ffn = NULL;
+    h->ops.layer_qkv = NULL; /* the hook must see every product */
+    h->ops.layer_ffn = NULL;
     h->act_sim = -1;
     h->act_bits = 8;
     *out = h;

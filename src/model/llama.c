@@ -143,24 +143,43 @@ static int llama_forward(ob_model_impl *m, const ob_forward_args *a) {
     OB_TRY(op->get_rows(b, &m->tok_embd, a->tokens, n, &x));
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const ob_layer *L = &m->layers[il];
-        OB_TRY(op->rms_norm(b, &x, &L->attn_norm, hp->norm_eps, E, &h));
-        OB_TRY(op->matmul(b, &L->wq, &h, L->bq.data ? &L->bq : NULL, &q));
-        OB_TRY(op->matmul(b, &L->wk, &h, L->bk.data ? &L->bk : NULL, &k));
-        OB_TRY(op->matmul(b, &L->wv, &h, L->bv.data ? &L->bv : NULL, &v));
+        int rc = OB_ERR_UNSUPPORTED;
+        if (n == 1 && op->layer_qkv) { /* one token: the backend may fuse the layer's halves */
+            const ob_layer_qkv p = {&x, &L->attn_norm, hp->norm_eps, &L->wq, &L->wk, &L->wv,
+                                    L->bq.data ? &L->bq : NULL, L->bk.data ? &L->bk : NULL,
+                                    L->bv.data ? &L->bv : NULL, &q, &k, &v};
+            rc = op->layer_qkv(b, &p);
+            if (rc != OB_ERR_UNSUPPORTED) OB_TRY(rc);
+        }
+        if (rc == OB_ERR_UNSUPPORTED) {
+            OB_TRY(op->rms_norm(b, &x, &L->attn_norm, hp->norm_eps, E, &h));
+            OB_TRY(op->matmul(b, &L->wq, &h, L->bq.data ? &L->bq : NULL, &q));
+            OB_TRY(op->matmul(b, &L->wk, &h, L->bk.data ? &L->bk : NULL, &k));
+            OB_TRY(op->matmul(b, &L->wv, &h, L->bv.data ? &L->bv : NULL, &v));
+        }
         if (L->q_norm.data) OB_TRY(op->rms_norm(b, &q, &L->q_norm, hp->norm_eps, hp->head_dim, &q));
         if (L->k_norm.data) OB_TRY(op->rms_norm(b, &k, &L->k_norm, hp->norm_eps, hp->head_dim, &k));
         OB_TRY(op->rope(b, &q, (int)hp->n_head, (int)hp->head_dim, a->pos, &hp->rope));
         OB_TRY(op->rope(b, &k, (int)hp->n_head_kv, (int)hp->head_dim, a->pos, &hp->rope));
         OB_TRY(op->kv_write(b, a->kv, (int)il, &k, &v, a->slots));
         OB_TRY(op->attention(b, a->kv, (int)il, &q, a->attn, &ap, &att));
-        OB_TRY(op->matmul(b, &L->wo, &att, L->bo.data ? &L->bo : NULL, &h));
-        OB_TRY(op->add(b, &x, &h, &x));
-        OB_TRY(op->rms_norm(b, &x, &L->ffn_norm, hp->norm_eps, E, &h));
-        OB_TRY(op->matmul(b, &L->w_gate, &h, NULL, &gate));
-        OB_TRY(op->matmul(b, &L->w_up, &h, NULL, &up));
-        OB_TRY(op->glu(b, OB_ACT_SILU, &gate, &up, &gate));
-        OB_TRY(op->matmul(b, &L->w_down, &gate, NULL, &h));
-        OB_TRY(op->add(b, &x, &h, &x));
+        rc = OB_ERR_UNSUPPORTED;
+        if (n == 1 && op->layer_ffn) {
+            const ob_layer_ffn p = {&x, &att, &L->wo, L->bo.data ? &L->bo : NULL, &L->ffn_norm, hp->norm_eps,
+                                    &L->w_gate, &L->w_up, &L->w_down, OB_ACT_SILU};
+            rc = op->layer_ffn(b, &p);
+            if (rc != OB_ERR_UNSUPPORTED) OB_TRY(rc);
+        }
+        if (rc == OB_ERR_UNSUPPORTED) {
+            OB_TRY(op->matmul(b, &L->wo, &att, L->bo.data ? &L->bo : NULL, &h));
+            OB_TRY(op->add(b, &x, &h, &x));
+            OB_TRY(op->rms_norm(b, &x, &L->ffn_norm, hp->norm_eps, E, &h));
+            OB_TRY(op->matmul(b, &L->w_gate, &h, NULL, &gate));
+            OB_TRY(op->matmul(b, &L->w_up, &h, NULL, &up));
+            OB_TRY(op->glu(b, OB_ACT_SILU, &gate, &up, &gate));
+            OB_TRY(op->matmul(b, &L->w_down, &gate, NULL, &h));
+            OB_TRY(op->add(b, &x, &h, &x));
+        }
     }
     if (a->n_out == 0) return 0;
     /* Only the rows that want logits go through the final norm and output. */

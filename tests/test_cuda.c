@@ -928,7 +928,8 @@ static void check_moe(ob_type tg, ob_type td, int ne, int k, bool norm, int64_t 
     /* more than 64 pairs group by expert (tensor-core kernel: rows of whole 256-element steps); past
      * 256 pairs a shape without that kernel is declined (the model routes on the host) */
     const bool mmq_types = tg != OB_TYPE_IQ4_NL && tg != OB_TYPE_MXFP4 && tg != OB_TYPE_IQ4_XS &&
-                           td != OB_TYPE_IQ4_NL && td != OB_TYPE_MXFP4 && td != OB_TYPE_IQ4_XS;
+                           td != OB_TYPE_IQ4_NL && td != OB_TYPE_MXFP4 && td != OB_TYPE_IQ4_XS &&
+                           tg != OB_TYPE_TQ2_0 && tg != OB_TYPE_TQ1_0 && td != OB_TYPE_TQ2_0 && td != OB_TYPE_TQ1_0;
     const bool grouped = pairs > 64 && !g_moe_inv && E % 256 == 0 && F % 256 == 0 && mmq_types;
     if (pairs > 256 && !g_moe_inv && !grouped) {
         CHECK_MSG(rc == OB_ERR_UNSUPPORTED, "moe_ffn with %lld pairs: rc %d, expected the host path", (long long)pairs,
@@ -1030,6 +1031,11 @@ TEST(op_moe_ffn) {
     check_moe(OB_TYPE_MXFP4, OB_TYPE_MXFP4, 8, 2, false, 128, 256, 5);
     check_moe(OB_TYPE_IQ4_NL, OB_TYPE_IQ4_NL, 40, 8, true, 256, 256, 2);
     check_moe(OB_TYPE_MXFP4, OB_TYPE_IQ4_XS, 16, 4, true, 256, 512, 40); /* 160 pairs */
+    /* the ternary types (per-pair kernels only) */
+    check_moe(OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 16, 4, true, 256, 512, 1);
+    check_moe(OB_TYPE_TQ1_0, OB_TYPE_TQ1_0, 8, 2, false, 256, 256, 5);
+    check_moe(OB_TYPE_TQ1_0, OB_TYPE_Q6_K, 16, 4, true, 256, 512, 3);
+    check_moe(OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, 16, 4, true, 256, 512, 40); /* 160 pairs */
     check_moe(OB_TYPE_Q4_K, OB_TYPE_Q6_K, 16, 4, true, 256, 512, 64);  /* grouped by expert */
     check_moe(OB_TYPE_Q4_K, OB_TYPE_Q6_K, 128, 8, true, 256, 256, 40); /* 320 pairs over 128 experts */
     check_moe(OB_TYPE_Q8_0, OB_TYPE_Q8_0, 4, 2, false, 256, 256, 200); /* ~100 rows an expert: several blocks */

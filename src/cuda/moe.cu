@@ -362,12 +362,13 @@ void cuda_moe_free(cuda_backend *c) {
  * blocks, aligned as mmvq.cu reads them, every expert of an array alike. */
 static bool moe_usable(const ob_tensor *w, int ne, int64_t nin, int64_t nout) {
     const int t = (int)w[0].type;
-    if (!ob_qdot_has(t) || t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0) return false; /* no expert kernel for it */
+    if (!ob_qdot_has(t)) return false; /* no expert kernel for it */
     const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 ? 64 : 256;
-    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K         ? 16
-                         : t == OB_TYPE_IQ4_XS                          ? 8
-                         : t == OB_TYPE_Q6_K || t == OB_TYPE_MXFP4 ? 2
-                                                                        : 4;
+    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16
+                         : t == OB_TYPE_IQ4_XS                  ? 8
+                         : t == OB_TYPE_Q6_K || t == OB_TYPE_MXFP4 || t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0
+                             ? 2
+                             : 4;
     if (nin % qk != 0 || w[0].nb[1] % align != 0) return false;
     for (int e = 0; e < ne; e++)
         if ((int)w[e].type != t || w[e].ne[0] != nin || w[e].ne[1] != nout || w[e].nb[1] != w[0].nb[1] ||
@@ -405,6 +406,8 @@ static int moe_launch(cuda_backend *c, int type, const uint8_t *const *wtab, con
     case OB_TYPE_IQ4_NL: return moe_launch_t<OB_TYPE_IQ4_NL>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     case OB_TYPE_MXFP4: return moe_launch_t<OB_TYPE_MXFP4>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     case OB_TYPE_IQ4_XS: return moe_launch_t<OB_TYPE_IQ4_XS>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
+    case OB_TYPE_TQ2_0: return moe_launch_t<OB_TYPE_TQ2_0>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
+    case OB_TYPE_TQ1_0: return moe_launch_t<OB_TYPE_TQ1_0>(c, wtab, sel, nb1, nin, nout, a, xdiv, pairs, out, ldo);
     default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", type);
     }
 }
@@ -418,6 +421,8 @@ static int ob_qdot_qk(int t) {
     case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::QK;
     case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::QK;
     case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::QK;
+    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::QK;
+    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::QK;
     default: return ob_qdot<OB_TYPE_Q6_K>::QK;
     }
 }
@@ -431,6 +436,8 @@ static int ob_qdot_chunks(int t) {
     case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::CHUNKS;
     case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::CHUNKS;
     case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::CHUNKS;
+    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::CHUNKS;
+    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::CHUNKS;
     default: return ob_qdot<OB_TYPE_Q6_K>::CHUNKS;
     }
 }
@@ -573,7 +580,7 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
                            nbg, nchg, Fi, ah, k, qa, da));                                                            \
         break;
             OB_GU(OB_TYPE_Q4_0) OB_GU(OB_TYPE_Q8_0) OB_GU(OB_TYPE_Q4_K) OB_GU(OB_TYPE_Q5_K) OB_GU(OB_TYPE_Q6_K)
-            OB_GU(OB_TYPE_IQ4_NL) OB_GU(OB_TYPE_MXFP4) OB_GU(OB_TYPE_IQ4_XS)
+            OB_GU(OB_TYPE_IQ4_NL) OB_GU(OB_TYPE_MXFP4) OB_GU(OB_TYPE_IQ4_XS) OB_GU(OB_TYPE_TQ2_0) OB_GU(OB_TYPE_TQ1_0)
 #undef OB_GU
         default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", (int)p->gate[0].type);
         }
@@ -584,7 +591,7 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
                            (const float *)wsel, nbd, nchd, Ei, aa, k, o, ldo));                                       \
         break;
             OB_DS(OB_TYPE_Q4_0) OB_DS(OB_TYPE_Q8_0) OB_DS(OB_TYPE_Q4_K) OB_DS(OB_TYPE_Q5_K) OB_DS(OB_TYPE_Q6_K)
-            OB_DS(OB_TYPE_IQ4_NL) OB_DS(OB_TYPE_MXFP4) OB_DS(OB_TYPE_IQ4_XS)
+            OB_DS(OB_TYPE_IQ4_NL) OB_DS(OB_TYPE_MXFP4) OB_DS(OB_TYPE_IQ4_XS) OB_DS(OB_TYPE_TQ2_0) OB_DS(OB_TYPE_TQ1_0)
 #undef OB_DS
         default: return ob_cuda_err(OB_ERR_INTERNAL, "moe: type %d", (int)p->down[0].type);
         }

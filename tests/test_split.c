@@ -42,6 +42,9 @@ typedef struct run {
 /* Prompt in one batch (logits everywhere), then NGEN greedy steps; with a second
  * sequence that shares the prompt's first half (ob_seq_copy: its pages are copied on
  * write) stepping alongside when `fork`. */
+static void (*g_after_ctx)(ob_context *ctx); /* a test's hook on the new context (layer ops, below) */
+static int g_lk_layers;                      /* the model's layers, for that hook's checks */
+
 static bool run_model(const char *path, int ngl, const int32_t *prompt, int np, bool fork, run *r,
                       ob_split_stats st[2]) {
     memset(r, 0, sizeof *r);
@@ -60,6 +63,10 @@ static bool run_model(const char *path, int ngl, const int32_t *prompt, int np, 
     ob_context *ctx = NULL;
     CHECK_OK(ob_context_create(m, &cp, &ctx));
     bool ok = ctx != NULL;
+    if (ok && g_after_ctx) {
+        g_lk_layers = ob_model_n_layer(m);
+        g_after_ctx(ctx);
+    }
     r->V = ob_model_n_vocab(m);
     const size_t V = (size_t)r->V;
     r->logits = calloc((size_t)(np + 2 * NGEN) * V, sizeof(float));
@@ -364,3 +371,102 @@ TEST(split_every_layer_stories260K) {
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv); }
+
+/* ---- the optional layer ops (ob_backend_ops.layer_qkv / layer_ffn) ----
+ *
+ * The llama-family forward hands a single token's layer to these ops when the backend has
+ * them (the CUDA backend's experimental persistent kernels, src/cuda/layer.cu) and runs the
+ * ops one by one when they are NULL or answer OB_ERR_UNSUPPORTED. Here the CPU backend gets
+ * both ops, written as the same CPU ops in the documented order (ob_layer_qkv, ob_layer_ffn in
+ * backend.h): the logits must keep their bits, so every argument the forward passes (norms,
+ * eps, biases, the act) reaches its place; and declining must change nothing either. */
+static const ob_backend_ops *g_lk_inner;
+static ob_backend_ops g_lk_ops;
+static int g_lq_calls, g_lf_calls;
+static bool g_lk_decline;
+
+static int t_layer_qkv(ob_backend *b, const ob_layer_qkv *p) {
+    g_lq_calls++;
+    if (g_lk_decline) return OB_ERR_UNSUPPORTED;
+    const ob_backend_ops *op = g_lk_inner;
+    const int64_t E = p->x->ne[0];
+    float *hb = malloc((size_t)E * sizeof(float));
+    ob_tensor h;
+    ob_tensor_f32_2d(&h, E, 1, hb);
+    int rc = op->rms_norm(b, p->x, p->norm, p->eps, E, &h);
+    if (rc == 0) rc = op->matmul(b, p->wq, &h, p->bq, p->q);
+    if (rc == 0) rc = op->matmul(b, p->wk, &h, p->bk, p->k);
+    if (rc == 0) rc = op->matmul(b, p->wv, &h, p->bv, p->v);
+    free(hb);
+    return rc;
+}
+
+static int t_layer_ffn(ob_backend *b, const ob_layer_ffn *p) {
+    g_lf_calls++;
+    if (g_lk_decline) return OB_ERR_UNSUPPORTED;
+    const ob_backend_ops *op = g_lk_inner;
+    const int64_t E = p->x->ne[0], F = p->gate->ne[1];
+    float *buf = malloc((size_t)(2 * E + 2 * F) * sizeof(float));
+    ob_tensor t, h, g, u;
+    ob_tensor_f32_2d(&t, E, 1, buf);
+    ob_tensor_f32_2d(&h, E, 1, buf + E);
+    ob_tensor_f32_2d(&g, F, 1, buf + 2 * E);
+    ob_tensor_f32_2d(&u, F, 1, buf + 2 * E + F);
+    int rc = op->matmul(b, p->wo, p->att, p->bo, &t);
+    if (rc == 0) rc = op->add(b, p->x, &t, p->x);
+    if (rc == 0) rc = op->rms_norm(b, p->x, p->norm, p->eps, E, &h);
+    if (rc == 0) rc = op->matmul(b, p->gate, &h, NULL, &g);
+    if (rc == 0) rc = op->matmul(b, p->up, &h, NULL, &u);
+    if (rc == 0) rc = op->glu(b, (ob_act)p->act, &g, &u, &g);
+    if (rc == 0) rc = op->matmul(b, p->down, &g, NULL, &t);
+    if (rc == 0) rc = op->add(b, p->x, &t, p->x);
+    free(buf);
+    return rc;
+}
+
+static void give_layer_ops(ob_context *ctx) {
+    ob_backend *b = ob_context_backend(ctx);
+    g_lk_inner = b->ops;
+    g_lk_ops = *b->ops;
+    g_lk_ops.layer_qkv = t_layer_qkv;
+    g_lk_ops.layer_ffn = t_layer_ffn;
+    b->ops = &g_lk_ops; /* the context frees its backend through the same free op */
+}
+
+TEST(layer_ops_equal_the_ops_one_by_one) {
+    /* llama: plain; qwen2: q/k/v biases; qwen3: per-head q/k norms after layer_qkv */
+    static const char *const names[] = {"llama", "qwen2", "qwen3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char out[256];
+        int32_t prompt[64];
+        int np = 0;
+        if (!fixture_f32(names[i], "lk", out, prompt, &np)) continue;
+        run plain = {0}, fused = {0}, declined = {0};
+        int calls[2][2] = {{0, 0}, {0, 0}};
+        bool ok = run_model(out, 0, prompt, np, false, &plain, NULL);
+        g_after_ctx = give_layer_ops;
+        for (int d = 0; d < 2 && ok; d++) {
+            g_lk_decline = d == 1;
+            g_lq_calls = g_lf_calls = 0;
+            ok = run_model(out, 0, prompt, np, false, d ? &declined : &fused, NULL);
+            calls[d][0] = g_lq_calls, calls[d][1] = g_lf_calls;
+        }
+        g_after_ctx = NULL;
+        g_lk_decline = false;
+        if (ok) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, layer ops composed of the CPU's", names[i]);
+            compare(what, &fused, &plain, np, false);
+            snprintf(what, sizeof what, "%s, layer ops declined", names[i]);
+            compare(what, &declined, &plain, np, false);
+            /* the prompt is one batch of np tokens (never asked), then NGEN steps of one token,
+             * each asking both ops once a layer */
+            for (int d = 0; d < 2; d++)
+                CHECK_MSG(calls[d][0] == NGEN * g_lk_layers && calls[d][1] == NGEN * g_lk_layers,
+                          "%s: layer_qkv asked %d times, layer_ffn %d (want %d steps x %d layers)", names[i],
+                          calls[d][0], calls[d][1], NGEN, g_lk_layers);
+        }
+        free(plain.logits), free(fused.logits), free(declined.logits);
+        unlink(out);
+    }
+}

@@ -353,6 +353,8 @@ int ob_context_create(ob_model *m, const ob_context_params *params, ob_context *
     return 0;
 }
 
+ob_backend *ob_context_backend(ob_context *c) { return c->backend; }
+
 void ob_context_free(ob_context *c) {
     if (!c) return;
     if (c->seqs)

@@ -183,4 +183,8 @@ int ob_model_load_rope(ob_model_impl *m, ob_rope_mode mode);
  * pos - window + 1. */
 void ob_model_window_tokens(const ob_attn_token *in, int64_t n, int64_t window, ob_attn_token *out);
 
+/* The backend a context's forward passes run on (engine.c): the CPU context's own, or the
+ * model's device backend. Tests wrap its ops (tests/test_split.c, the layer ops). */
+ob_backend *ob_context_backend(ob_context *c);
+
 #endif

@@ -3553,6 +3553,19 @@ static bool wide_llama_ff(const char *path, int64_t F) {
     return rc == 0;
 }
 
+/* src quantized to out with llama.cpp's mix `name` (Q4_K_M, Q8_0, ...); false (reported) if it fails. */
+static bool quantize_mix(const char *src, const char *out, const char *name) {
+    ob_quantize_params qp;
+    ob_quantize_params_init(&qp);
+    const ob_ftype_info *mix = ob_ftype_find(name);
+    CHECK_MSG(mix != NULL, "no mix %s", name);
+    if (!mix || ob_quantize_file(src, out, mix, &qp, NULL) != 0) {
+        CHECK_MSG(0, "quantize %s: %s", name, ob_last_error());
+        return false;
+    }
+    return true;
+}
+
 /* Whole models: decode steps of 1..8 sequences alternating between two contexts (graph_steps_of),
  * on the wide llama as Q4_K_M (Q4_K gate/up, Q6_K and Q4_K down products), Q8_0, BF16 and Q4_0
  * files, with the default knobs and with OB_CUDA_MMQ=0 (6..8 tokens on the decode kernel too):
@@ -3570,14 +3583,7 @@ TEST(model_glu_fused_steps) {
     for (int mi = 0; mi < 4; mi++) {
         char out[256];
         snprintf(out, sizeof out, "/tmp/ob_test_cuda_wide_%d_%s.gguf", (int)getpid(), mixes[mi]);
-        ob_quantize_params qp;
-        ob_quantize_params_init(&qp);
-        const ob_ftype_info *mix = ob_ftype_find(mixes[mi]);
-        CHECK_MSG(mix != NULL, "no mix %s", mixes[mi]);
-        if (!mix || ob_quantize_file(src, out, mix, &qp, NULL) != 0) {
-            CHECK_MSG(0, "quantize %s: %s", mixes[mi], ob_last_error());
-            continue;
-        }
+        if (!quantize_mix(src, out, mixes[mi])) continue;
         for (int mmq = 0; mmq < 2; mmq++) {
             const char *env_on[4] = {"OB_CUDA_STATS=1", "OB_CUDA_GLU_FUSE=1", mmq ? NULL : "OB_CUDA_MMQ=0", NULL};
             const char *env_off[3] = {"OB_CUDA_GLU_FUSE=0", mmq ? NULL : "OB_CUDA_MMQ=0", NULL};
@@ -3656,14 +3662,7 @@ TEST(model_fused_layers) {
         for (int mi = 0; mi < 4; mi++) {
             char out[256];
             snprintf(out, sizeof out, "/tmp/ob_test_cuda_lk_%d_%s.gguf", (int)getpid(), mixes[mi]);
-            ob_quantize_params qp;
-            ob_quantize_params_init(&qp);
-            const ob_ftype_info *mix = ob_ftype_find(mixes[mi]);
-            CHECK_MSG(mix != NULL, "no mix %s", mixes[mi]);
-            if (!mix || ob_quantize_file(src, out, mix, &qp, NULL) != 0) {
-                CHECK_MSG(0, "quantize %s: %s", mixes[mi], ob_last_error());
-                continue;
-            }
+            if (!quantize_mix(src, out, mixes[mi])) continue;
             const char *env_on[3] = {"OB_CUDA_STATS=1", "OB_CUDA_LAYER=1", NULL};
             const char *env_ng[4] = {"OB_CUDA_GRAPHS=0", "OB_CUDA_STATS=1", "OB_CUDA_LAYER=1", NULL};
             const char *env_off[2] = {"OB_CUDA_LAYER=0", NULL};

@@ -514,13 +514,33 @@ static int membw(int threads) {
 
 /* layout 0: native rows (dot), 1: packed panels (gemm, 8 tokens a call),
  * 2: packed panels on tiles (gemm_tiles, all nt tokens a call) */
+/* Best time of `rows` rows against nt tokens. Token groups of OB_MM_MAX_NT outside the rows
+ * (the L2 columns: the weights stay in L2 and each group's activations in L1), or, with
+ * row_outer, each panel (or row) against every group before the next one, as the matmul
+ * driver does within a prefill chunk (cpu_backend.c matmul_fn). */
 static double kernel_time(const ob_mm_kernels *mk, int layout, const void *w, size_t row_bytes, const void *panels,
                           size_t pstride, int64_t n, int64_t rows, const char *act, size_t as, int nt, float *out,
-                          double budget_s) {
+                          double budget_s, bool row_outer) {
     const bool packed = layout > 0;
     double best = 1e30, start = now_s();
     for (int rep = 0; rep < 1000 && (rep < 3 || now_s() - start < budget_s); rep++) {
         double t0 = now_s();
+        if (row_outer && layout != 2) {
+            for (int64_t r = 0; r < rows; r += packed ? OB_PANEL : 1)
+                for (int t0k = 0; t0k < nt; t0k += OB_MM_MAX_NT) {
+                    int m = nt - t0k < OB_MM_MAX_NT ? nt - t0k : OB_MM_MAX_NT;
+                    float *o = out + (size_t)t0k * (size_t)rows + (size_t)r;
+                    if (packed)
+                        mk->gemm(n, (const char *)panels + (size_t)(r / OB_PANEL) * pstride, act + (size_t)t0k * as,
+                                 as, m, o, (size_t)rows);
+                    else
+                        mk->dot(n, (const char *)w + (size_t)r * row_bytes, act + (size_t)t0k * as, as, m, o,
+                                (size_t)rows);
+                }
+            double dt = now_s() - t0;
+            if (dt < best) best = dt;
+            continue;
+        }
         if (layout == 2) {
             for (int64_t p = 0; p < rows / OB_PANEL; p++)
                 mk->gemm_tiles(n, (const char *)panels + (size_t)p * pstride, act, as, nt,
@@ -556,9 +576,10 @@ static int kernel_bench(const char *types_arg) {
     const int NT = 128; /* a prefill chunk (cpu_backend.c's TOKENS_PER_CHUNK) */
     printf("kernel microbenchmark, 1 thread, n = %lld, best time over repetitions\n", (long long)n);
     printf("  gemv: 1 token, weights in L2 (~%d KiB) and in DRAM (~128 MiB): GB/s of weights\n", 384);
-    printf("  gemm: %d tokens, weights in L2: GMAC/s\n", NT);
-    printf("| type    | tier        | layout | gemv L2 GB/s | gemv DRAM GB/s | gemm GMAC/s |\n");
-    printf("| ------- | ----------- | ------ | -----------: | -------------: | ----------: |\n");
+    printf("  gemm: %d tokens, weights in L2: GMAC/s; gemm big: the same over ~32 MiB of weights, each panel\n"
+           "  against all %d tokens before the next (the matmul driver's order within a prefill chunk)\n", NT, NT);
+    printf("| type    | tier        | layout | gemv L2 GB/s | gemv DRAM GB/s | gemm GMAC/s | gemm big GMAC/s |\n");
+    printf("| ------- | ----------- | ------ | -----------: | -------------: | ----------: | --------------: |\n");
     float *x = ob_malloc((size_t)(NT * n) * sizeof(float));
     float *out = ob_malloc((size_t)NT * 65536 * sizeof(float));
     if (!x || !out) return ob_cli_fail(OB_ERR_OOM, "kernel bench");
@@ -570,6 +591,8 @@ static int kernel_bench(const char *types_arg) {
         int64_t rows_l2 = ((int64_t)(384 << 10) / (int64_t)rb) & ~(int64_t)15;
         int64_t rows_dram = ((int64_t)(128 << 20) / (int64_t)rb) & ~(int64_t)15;
         if (rows_dram > 65536) rows_dram = 65536;
+        int64_t rows_big = ((int64_t)(32 << 20) / (int64_t)rb) & ~(int64_t)15;
+        if (rows_big > rows_dram) rows_big = rows_dram;
         void *w = random_matrix(type, n, rows_dram, 0.02f);
         if (!w) return ob_cli_fail(OB_ERR_OOM, "kernel bench");
         for (int tier = OB_CPU_AVX2; tier <= OB_CPU_AVX512; tier++) {
@@ -607,12 +630,18 @@ static int kernel_bench(const char *types_arg) {
                     for (int64_t p = 0; p < rows_dram / OB_PANEL; p++)
                         mk->pack((const char *)w + (size_t)(p * OB_PANEL) * rb, rb, n, (char *)panels + (size_t)p * pstride);
                 }
-                double t_l2 = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, 1, out, 0.3);
-                double t_dram = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_dram, act, as, 1, out, 1.0);
-                double t_mm = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, NT, out, 0.5);
-                printf("| %-7s | %-11s | %-6s | %12.1f | %14.1f | %11.1f |\n", ob_type_name(type), k->name,
+                double t_l2 = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, 1, out, 0.3, false);
+                double t_dram =
+                    kernel_time(mk, layout, w, rb, panels, pstride, n, rows_dram, act, as, 1, out, 1.0, false);
+                double t_mm = kernel_time(mk, layout, w, rb, panels, pstride, n, rows_l2, act, as, NT, out, 0.5, false);
+                double t_big = layout == 2 ? 0 /* the tiles take whole chunks: no such row */
+                                           : kernel_time(mk, layout, w, rb, panels, pstride, n, rows_big, act, as, NT,
+                                                         out, 0.5, true);
+                char big[32] = "-";
+                if (t_big > 0) snprintf(big, sizeof big, "%.1f", (double)(n * rows_big * NT) / t_big / 1e9);
+                printf("| %-7s | %-11s | %-6s | %12.1f | %14.1f | %11.1f | %15s |\n", ob_type_name(type), k->name,
                        layout == 2 ? "tiles" : packed ? "packed" : "native", (double)rb * (double)rows_l2 / t_l2 / 1e9,
-                       (double)rb * (double)rows_dram / t_dram / 1e9, (double)(n * rows_l2 * NT) / t_mm / 1e9);
+                       (double)rb * (double)rows_dram / t_dram / 1e9, (double)(n * rows_l2 * NT) / t_mm / 1e9, big);
                 fflush(stdout);
                 ob_free(act);
                 ob_free_aligned(panels);

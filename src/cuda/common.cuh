@@ -373,12 +373,12 @@ typedef struct cuda_backend {
     int *glu_cnt;
     size_t glu_cnt_bytes;
     unsigned long long n_glu_fused;
-    /* one token's dense layer in two persistent launches (layer.cu; OB_CUDA_LAYER=0: off):
-     * the grid barrier's words, the GLU output, each kernel's grid at the shared memory it
-     * was sized for, and how many halves ran fused */
+    /* one token's dense layer in two persistent launches (layer.cu; experimental, on with
+     * OB_CUDA_LAYER=1): the grid barrier's words, the GLU output, each kernel's grid at the
+     * shared memory it was sized for, and how many halves ran fused */
     bool layer_fuse;
     void *lk_bar, *lk_h;
-    size_t lk_bar_bytes, lk_h_bytes, lk_smem_set, lk_grid_smem[2];
+    size_t lk_bar_bytes, lk_h_bytes, lk_grid_smem[2];
     unsigned lk_grid[2];
     unsigned long long n_layer_fused;
     bool mmvq_stream;           /* one token: weights streamed through shared memory (OB_CUDA_MMVQ_STREAM) */

@@ -356,9 +356,7 @@ static lk_mat lk_of(const ob_tensor *w, const ob_tensor *bias, float *out) {
     m.bias = bias ? (const float *)bias->data : NULL;
     m.out = out;
     m.type = (int)w->type;
-    const int qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 ? 64 : 256;
-    const int chunks = w->type == OB_TYPE_Q6_K ? 8 : w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K ? 4 : 1;
-    m.nch = (int)(w->ne[0] / qk) * chunks;
+    m.nch = (int)(w->ne[0] / ob_qdot_qk(m.type)) * ob_qdot_chunks(m.type);
     m.nout = (int)w->ne[1];
     return m;
 }

@@ -412,36 +412,6 @@ static int moe_launch(cuda_backend *c, int type, const uint8_t *const *wtab, con
     }
 }
 
-static int ob_qdot_qk(int t) {
-    switch (t) {
-    case OB_TYPE_Q4_0: return ob_qdot<OB_TYPE_Q4_0>::QK;
-    case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::QK;
-    case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::QK;
-    case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::QK;
-    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::QK;
-    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::QK;
-    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::QK;
-    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::QK;
-    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::QK;
-    default: return ob_qdot<OB_TYPE_Q6_K>::QK;
-    }
-}
-
-static int ob_qdot_chunks(int t) {
-    switch (t) {
-    case OB_TYPE_Q4_0: return ob_qdot<OB_TYPE_Q4_0>::CHUNKS;
-    case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::CHUNKS;
-    case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::CHUNKS;
-    case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::CHUNKS;
-    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::CHUNKS;
-    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::CHUNKS;
-    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::CHUNKS;
-    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::CHUNKS;
-    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::CHUNKS;
-    default: return ob_qdot<OB_TYPE_Q6_K>::CHUNKS;
-    }
-}
-
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* Large batches: the routing comes back to the host (one download of

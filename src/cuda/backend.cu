@@ -476,10 +476,7 @@ static int cuda_alloc(ob_backend *b, size_t n, void **out) {
     OB_TRY(cuda_enter(c));
     OB_TRY(cuda_flush(c));
     void *p = NULL;
-    /* 16 bytes of slack past the end: the decode kernels' 8-byte loads of 2-byte aligned blocks
-     * (ld_u64_a2) may read a few bytes past a buffer's last block */
-    const size_t slack = 16;
-    cudaError_t e = cudaMalloc(&p, n + slack);
+    cudaError_t e = cudaMalloc(&p, n ? n : 1);
     if (e != cudaSuccess) {
         cudaGetLastError();
         size_t free_b = 0, total_b = 0;
@@ -488,7 +485,7 @@ static int cuda_alloc(ob_backend *b, size_t n, void **out) {
                            (double)n / (1 << 20), c->device, (double)free_b / (1 << 20), (double)total_b / (1 << 20),
                            cudaGetErrorString(e));
     }
-    e = cudaMemsetAsync(p, 0, n + slack, c->stream);
+    e = cudaMemsetAsync(p, 0, n, c->stream);
     if (e != cudaSuccess) {
         cudaFree(p);
         return ob_cuda_fail(e, "cudaMemsetAsync(p, 0, n, c->stream)", __FILE__, __LINE__);

@@ -110,23 +110,6 @@ OB_QFN float ob_fsub(float a, float b) {
 }
 
 OB_QFN uint4 ld_u128(const uint8_t *p) { return *(const uint4 *)p; } /* 16-byte aligned */
-
-/* The 8 bytes at p, which is 2-byte aligned, as two words: the two aligned 8-byte words that
- * hold them are loaded and the bytes picked by funnel shifts (two 8-byte loads where 2-byte
- * loads would take four). Up to 6 bytes past p + 8 may be read: device buffers have 16 bytes
- * of slack (cuda_alloc), host callers allocate alike. */
-OB_QFN uint2 ld_u64_a2(const uint8_t *p) {
-    const uintptr_t a = (uintptr_t)p;
-    const uint2 w0 = *(const uint2 *)(a & ~(uintptr_t)7), w1 = *(const uint2 *)((a & ~(uintptr_t)7) + 8);
-    const bool hi = (a & 4) != 0;
-    const uint32_t x0 = hi ? w0.y : w0.x, x1 = hi ? w1.x : w0.y, x2 = hi ? w1.y : w1.x;
-    const int sh = 8 * (int)(a & 3); /* 0 or 16 */
-#ifdef __CUDA_ARCH__
-    return make_uint2(__funnelshift_r(x0, x1, sh), __funnelshift_r(x1, x2, sh));
-#else
-    return make_uint2((uint32_t)(((uint64_t)x1 << 32 | x0) >> sh), (uint32_t)(((uint64_t)x2 << 32 | x1) >> sh));
-#endif
-}
 OB_QFN int4 ld_x128(const int8_t *p) { return *(const int4 *)p; }    /* activation bytes: 16-aligned */
 OB_QFN int2 ld_x64(const int8_t *p) { return *(const int2 *)p; }     /* 8-aligned */
 
@@ -400,8 +383,7 @@ template <> struct ob_qdot<OB_TYPE_Q5_K> {
 template <> struct ob_qdot<OB_TYPE_Q6_K> {
     static constexpr int QK = 256, BYTES = 210, CHUNKS = 8;
     struct raw {
-        uint2 a, b, e, s; /* s: the half's 8 scale bytes */
-        uint32_t d;
+        uint32_t a[2], b[2], e[2], sc, d; /* sc: the four scales as bytes */
     };
     struct xin {
         int2 x[4];
@@ -410,10 +392,16 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
     OB_QFN void load(const uint8_t *row, int c, raw &r) {
         const uint8_t *b = row + (size_t)(c >> 3) * BYTES;
         const int h = (c & 7) >> 2, l = 8 * (c & 3);
-        r.a = ld_u64_a2(b + 64 * h + l);
-        r.b = ld_u64_a2(b + 64 * h + 32 + l);
-        r.e = ld_u64_a2(b + 128 + 32 * h + l);
-        r.s = ld_u64_a2(b + 192 + 8 * h);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            r.a[i] = ld_u32_a2(b + 64 * h + l + 4 * i);
+            r.b[i] = ld_u32_a2(b + 64 * h + 32 + l + 4 * i);
+            r.e[i] = ld_u32_a2(b + 128 + 32 * h + l + 4 * i);
+        }
+        /* scales 8h + 2k + (l >= 16), k = 0..3: byte (l >= 16) of each 16-bit
+         * pair of scale bytes 8h .. 8h+7 */
+        const uint32_t s01 = ld_u32_a2(b + 192 + 8 * h), s23 = ld_u32_a2(b + 196 + 8 * h);
+        r.sc = ob_byte_perm(s01, s23, l >= 16 ? 0x7531u : 0x6420u);
         r.d = ld_u16(b + 208);
     }
     OB_QFN void xload(int c, const q8_act &a, int t, xin &x) {
@@ -430,22 +418,18 @@ template <> struct ob_qdot<OB_TYPE_Q6_K> {
         uint32_t w[4][2];
         float ds[4]; /* d * scale of each quarter */
     };
-    OB_QFN void decode(const raw &r, int c, dec &w) {
-        const uint32_t ra[2] = {r.a.x, r.a.y}, rb[2] = {r.b.x, r.b.y}, re[2] = {r.e.x, r.e.y};
+    OB_QFN void decode(const raw &r, int, dec &w) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const uint32_t qa = ra[i], qb = rb[i], e = re[i];
+            const uint32_t qa = r.a[i], qb = r.b[i], e = r.e[i];
             w.w[0][i] = ob_vsub4((qa & 0x0F0F0F0Fu) | ((e << 4) & 0x30303030u), 0x20202020u);
             w.w[1][i] = ob_vsub4((qb & 0x0F0F0F0Fu) | ((e << 2) & 0x30303030u), 0x20202020u);
             w.w[2][i] = ob_vsub4(((qa >> 4) & 0x0F0F0F0Fu) | (e & 0x30303030u), 0x20202020u);
             w.w[3][i] = ob_vsub4(((qb >> 4) & 0x0F0F0F0Fu) | ((e >> 2) & 0x30303030u), 0x20202020u);
         }
-        /* scales 8h + 2k + (l >= 16), k = 0..3: byte (l >= 16) of each 16-bit pair of the half's
-         * scale bytes */
-        const uint32_t sc = ob_byte_perm(r.s.x, r.s.y, (c & 3) >= 2 ? 0x7531u : 0x6420u);
         const float d = ob_h2f((uint16_t)r.d);
 #pragma unroll
-        for (int k = 0; k < 4; k++) w.ds[k] = d * (float)(int8_t)(sc >> (8 * k));
+        for (int k = 0; k < 4; k++) w.ds[k] = d * (float)(int8_t)(r.sc >> (8 * k));
     }
     OB_QFN float dotd(const dec &w, int, const xin &x) {
         float s = 0.0f;

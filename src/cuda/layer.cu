@@ -356,7 +356,7 @@ static lk_mat lk_of(const ob_tensor *w, const ob_tensor *bias, float *out) {
     m.bias = bias ? (const float *)bias->data : NULL;
     m.out = out;
     m.type = (int)w->type;
-    m.nch = (int)(w->ne[0] / ob_qdot_qk(m.type)) * ob_qdot_chunks(m.type);
+    m.nch = ob_qdot_row_chunks(m.type, w->ne[0]);
     m.nout = (int)w->ne[1];
     return m;
 }

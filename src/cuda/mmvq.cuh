@@ -776,37 +776,17 @@ OB_QFN bool ob_qdot_has(int type) {
            type == OB_TYPE_TQ2_0 || type == OB_TYPE_TQ1_0;
 }
 
-/* Elements a block of an integer-kernel type holds (QK) and chunks it splits into (CHUNKS), by
- * the type's number; a row of nin elements is nin / QK * CHUNKS chunks. Types without ob_qdot
- * read as Q6_K: callers check ob_qdot_has first. */
-OB_QFN int ob_qdot_qk(int t) {
+/* Chunks in a row of nin elements of an integer-kernel type, by the type's number: nin / QK *
+ * CHUNKS of its ob_qdot. Types without ob_qdot read as Q6_K: callers check ob_qdot_has first. */
+OB_QFN int ob_qdot_row_chunks(int t, int64_t nin) {
+#define OB_C(T) \
+    case T: return (int)(nin / ob_qdot<T>::QK * ob_qdot<T>::CHUNKS);
     switch (t) {
-    case OB_TYPE_Q4_0: return ob_qdot<OB_TYPE_Q4_0>::QK;
-    case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::QK;
-    case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::QK;
-    case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::QK;
-    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::QK;
-    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::QK;
-    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::QK;
-    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::QK;
-    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::QK;
-    default: return ob_qdot<OB_TYPE_Q6_K>::QK;
+        OB_C(OB_TYPE_Q4_0) OB_C(OB_TYPE_Q8_0) OB_C(OB_TYPE_Q4_K) OB_C(OB_TYPE_Q5_K) OB_C(OB_TYPE_IQ4_NL)
+        OB_C(OB_TYPE_MXFP4) OB_C(OB_TYPE_IQ4_XS) OB_C(OB_TYPE_TQ2_0) OB_C(OB_TYPE_TQ1_0)
+    default: return (int)(nin / ob_qdot<OB_TYPE_Q6_K>::QK * ob_qdot<OB_TYPE_Q6_K>::CHUNKS);
     }
-}
-
-OB_QFN int ob_qdot_chunks(int t) {
-    switch (t) {
-    case OB_TYPE_Q4_0: return ob_qdot<OB_TYPE_Q4_0>::CHUNKS;
-    case OB_TYPE_Q8_0: return ob_qdot<OB_TYPE_Q8_0>::CHUNKS;
-    case OB_TYPE_Q4_K: return ob_qdot<OB_TYPE_Q4_K>::CHUNKS;
-    case OB_TYPE_Q5_K: return ob_qdot<OB_TYPE_Q5_K>::CHUNKS;
-    case OB_TYPE_IQ4_NL: return ob_qdot<OB_TYPE_IQ4_NL>::CHUNKS;
-    case OB_TYPE_MXFP4: return ob_qdot<OB_TYPE_MXFP4>::CHUNKS;
-    case OB_TYPE_IQ4_XS: return ob_qdot<OB_TYPE_IQ4_XS>::CHUNKS;
-    case OB_TYPE_TQ2_0: return ob_qdot<OB_TYPE_TQ2_0>::CHUNKS;
-    case OB_TYPE_TQ1_0: return ob_qdot<OB_TYPE_TQ1_0>::CHUNKS;
-    default: return ob_qdot<OB_TYPE_Q6_K>::CHUNKS;
-    }
+#undef OB_C
 }
 
 /* One weight row against NT tokens' q8 activations: the reference loop

@@ -537,8 +537,8 @@ int cuda_op_moe_ffn(ob_backend *b, const ob_moe_params *p, const ob_tensor *logi
         aa.ldq = F;
         aa.ldd = 2 * (F / 32);
         const dim3 g1((unsigned)(F / 32), (unsigned)pairs), g2(ob_div_up((size_t)E, MOE_WARPS), (unsigned)n);
-        const int nchg = (int)(E / ob_qdot_qk((int)p->gate[0].type) * ob_qdot_chunks((int)p->gate[0].type));
-        const int nchd = (int)(F / ob_qdot_qk((int)p->down[0].type) * ob_qdot_chunks((int)p->down[0].type));
+        const int nchg = ob_qdot_row_chunks((int)p->gate[0].type, E);
+        const int nchd = ob_qdot_row_chunks((int)p->down[0].type, F);
         const size_t nbg = p->gate[0].nb[1], nbd = p->down[0].nb[1];
         float *o = (float *)out->data;
         const int64_t ldo = (int64_t)(out->nb[1] / 4);

@@ -51,6 +51,9 @@ int cuda_mmv16_launch(cuda_backend *c, int type, const mmv_args *a);
 
 /* The integer decode kernel (mmvq.cu): whether it takes this weight for a
  * batch of n tokens, and the product itself. */
+/* Whether the integer decode kernels (mmvq.cu, moe.cu's expert kernels) can read w: a type of
+ * ob_qdot, rows of whole blocks, rows and data aligned to the type's widest load. */
+bool cuda_qdot_fits(const ob_tensor *w);
 bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n);
 int cuda_mmvq_matmul(cuda_backend *c, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out);
 /* Where the q8 copy of n rows of nin activations goes (the q8 scratch), and

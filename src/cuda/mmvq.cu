@@ -471,6 +471,20 @@ static int mmvq_launch(cuda_backend *c, const ob_tensor *w, int64_t nin, int64_t
     return 0;
 }
 
+bool cuda_qdot_fits(const ob_tensor *w) {
+    const int t = (int)w->type;
+    if (!ob_qdot_has(t)) return false;
+    const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 ? 64 : 256;
+    /* Q4_K and Q5_K are read in 16-byte pieces, IQ4_XS in 8-byte ones, Q4_0, Q8_0 and IQ4_NL block pairs in
+     * 4-byte ones, Q6_K, MXFP4, TQ2_0 and TQ1_0 in 2-byte ones */
+    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16
+                         : t == OB_TYPE_IQ4_XS                  ? 8
+                         : t == OB_TYPE_Q6_K || t == OB_TYPE_MXFP4 || t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0
+                             ? 2
+                             : 4;
+    return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
+}
+
 bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     if (!c->mmvq || n > c->mmv_max || !ob_qdot_has((int)w->type)) return false;
     /* the table types take the decode kernel alone (up to 8 tokens): no tensor-core product
@@ -478,19 +492,7 @@ bool cuda_mmvq_usable(const cuda_backend *c, const ob_tensor *w, int64_t n) {
     const bool tab = w->type == OB_TYPE_IQ4_NL || w->type == OB_TYPE_MXFP4 || w->type == OB_TYPE_IQ4_XS ||
                      w->type == OB_TYPE_TQ2_0 || w->type == OB_TYPE_TQ1_0;
     if (tab && (n > 8 || c->invariant)) return false;
-    const int64_t qk = w->type == OB_TYPE_Q4_0 || w->type == OB_TYPE_Q8_0 || w->type == OB_TYPE_IQ4_NL ||
-                               w->type == OB_TYPE_MXFP4
-                           ? 64
-                           : 256;
-    /* Q4_K and Q5_K are read in 16-byte pieces, IQ4_XS in 8-byte ones, Q4_0, Q8_0 and IQ4_NL block pairs in
-     * 4-byte ones, Q6_K and MXFP4 in 2-byte ones */
-    const size_t align = w->type == OB_TYPE_Q4_K || w->type == OB_TYPE_Q5_K        ? 16
-                         : w->type == OB_TYPE_IQ4_XS                               ? 8
-                         : w->type == OB_TYPE_Q6_K || w->type == OB_TYPE_MXFP4 || w->type == OB_TYPE_TQ2_0 ||
-                                   w->type == OB_TYPE_TQ1_0
-                             ? 2
-                                                                                 : 4;
-    return w->ne[0] % qk == 0 && w->nb[1] % align == 0 && ((uintptr_t)w->data % align) == 0;
+    return cuda_qdot_fits(w);
 }
 
 int cuda_q8_target(cuda_backend *c, int64_t n, int64_t nin, int8_t **qx, float **dx) {

@@ -361,18 +361,9 @@ void cuda_moe_free(cuda_backend *c) {
 /* Weights the kernels read: a type with integer dot products, rows whole
  * blocks, aligned as mmvq.cu reads them, every expert of an array alike. */
 static bool moe_usable(const ob_tensor *w, int ne, int64_t nin, int64_t nout) {
-    const int t = (int)w[0].type;
-    if (!ob_qdot_has(t)) return false; /* no expert kernel for it */
-    const int64_t qk = t == OB_TYPE_Q4_0 || t == OB_TYPE_Q8_0 || t == OB_TYPE_IQ4_NL || t == OB_TYPE_MXFP4 ? 64 : 256;
-    const size_t align = t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K ? 16
-                         : t == OB_TYPE_IQ4_XS                  ? 8
-                         : t == OB_TYPE_Q6_K || t == OB_TYPE_MXFP4 || t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0
-                             ? 2
-                             : 4;
-    if (nin % qk != 0 || w[0].nb[1] % align != 0) return false;
-    for (int e = 0; e < ne; e++)
-        if ((int)w[e].type != t || w[e].ne[0] != nin || w[e].ne[1] != nout || w[e].nb[1] != w[0].nb[1] ||
-            (uintptr_t)w[e].data % align != 0)
+    for (int e = 0; e < ne; e++) /* a type, shape or alignment the expert kernels cannot read: none of them */
+        if (w[e].type != w[0].type || w[e].ne[0] != nin || w[e].ne[1] != nout || w[e].nb[1] != w[0].nb[1] ||
+            !cuda_qdot_fits(&w[e]))
             return false;
     return true;
 }

@@ -375,6 +375,79 @@ TEST(matmul_tiles_match_vnni_bit_for_bit) {
     CHECK(n_checked >= 2 * 15); /* the fifteen tiled integer types (and BF16 with AMX-BF16), two lengths each */
 }
 
+/* ---- two-panel kernels (gemm_pair) ----
+ *
+ * gemm_pair, where the tier has one (AVX-512: F32, F16, and BF16 where vdpbf16ps is the gemm), bit for bit against the same tier's gemm run
+ * panel by panel, 8 tokens at a time: token counts around its groups of 6 (1, 5, 6, 7, 13, 45),
+ * 4 panels (two pairs), an odd number of pairs of K (the one-pair tail) and a long K. Skipped
+ * (never passed) on a CPU without such a kernel. */
+static void check_pairs_for_type(const ob_cpu_kernels *k, ob_type type, int64_t n, int *n_checked) {
+    const ob_mm_kernels *mk = &k->mm[type];
+    if (!mk->gemm_pair) return;
+    const int64_t rows = 64, max_nt = 45;
+    uint64_t rng = 7000 + (uint64_t)type * 11 + (uint64_t)n;
+    mm_case c;
+    float *x = ob_malloc((size_t)(max_nt * n) * sizeof(float)), *xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    double *ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
+    float *got = ob_malloc((size_t)(max_nt * rows) * sizeof(float)), *want = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
+    const size_t as = ob_act_row_bytes(mk->packed_act, n);
+    char *act = ob_malloc(as * (size_t)max_nt);
+    const size_t pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
+    void *panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
+    if (mm_case_init(&c, type, n, rows, &rng) < 0 || !x || !xd || !ref || !got || !want || !act || !panels) {
+        CHECK_MSG(0, "out of memory");
+    } else {
+        fill_act(x, max_nt * n, &rng);
+        for (int t = 0; t < max_nt; t++) {
+            convert_act(k, mk->packed_act, x + t * n, act + (size_t)t * as, n);
+            deq_act(mk->packed_act, act + (size_t)t * as, n, xd + t * n);
+        }
+        memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
+        for (int64_t p = 0; p < rows / OB_PANEL; p++)
+            mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n, (char *)panels + (size_t)p * pstride);
+        static const int nts[] = {1, 5, 6, 7, 13, 45};
+        for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
+            const int nt = nts[ni];
+            mm_ref(&c, xd, nt, ref);
+            for (int i = 0; i < nt * rows; i++) got[i] = want[i] = NAN;
+            for (int64_t p = 0; p < rows / OB_PANEL; p += 2)
+                mk->gemm_pair(n, (const char *)panels + (size_t)p * pstride, pstride, act, as, nt, got + p * OB_PANEL,
+                              (size_t)rows);
+            for (int64_t p = 0; p < rows / OB_PANEL; p++)
+                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT)
+                    mk->gemm(n, (const char *)panels + (size_t)p * pstride, act + (size_t)t0 * as, as,
+                             nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT, want + t0 * rows + p * OB_PANEL, (size_t)rows);
+            const double e = nmse(got, ref, nt * rows);
+            CHECK_MSG(e < 1e-10, "%s pair %s n=%lld nt=%d: NMSE %.3g", k->name, ob_type_name(type), (long long)n, nt, e);
+            int nd = 0;
+            for (int i = 0; i < nt * rows; i++) nd += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            CHECK_MSG(nd == 0, "%s pair %s n=%lld nt=%d: %d of %lld outputs differ from gemm's", k->name,
+                      ob_type_name(type), (long long)n, nt, nd, (long long)(nt * rows));
+        }
+        (*n_checked)++;
+    }
+    ob_free(x), ob_free(xd), ob_free(ref), ob_free(got), ob_free(want), ob_free(act);
+    ob_free_aligned(panels);
+    mm_case_free(&c);
+}
+
+TEST(matmul_pairs_match_gemm_bit_for_bit) {
+    int n_checked = 0;
+    for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
+        for (size_t i = 0; k && i < sizeof MM_TYPES / sizeof MM_TYPES[0]; i++) {
+            check_pairs_for_type(k, MM_TYPES[i], 6, &n_checked);    /* 3 pairs of K: the one-pair tail */
+            check_pairs_for_type(k, MM_TYPES[i], 2050, &n_checked); /* 1025 pairs */
+        }
+    }
+    if (n_checked == 0) {
+        test_skip("no two-panel kernel on this CPU (no AVX-512)");
+        return;
+    }
+    CHECK(n_checked >= 4); /* F32 and F16 (and BF16 with AVX-512 BF16 but no AMX), two lengths each */
+    fprintf(stderr, "  %d (type, length) cases of gemm_pair checked against gemm\n", n_checked);
+}
+
 /* ---- the codebook (IQ) kernels on arbitrary blocks ----
  *
  * The quantizer's output (above) reaches only the grid entries, signs and

@@ -70,6 +70,7 @@ typedef struct cpu_backend {
     const ob_cpu_kernels *k;
     int n_threads;
     bool repack;
+    bool pairs; /* two-panel prefill kernels where the tier has them (OB_CPU_PAIR=0: off) */
     bool repack_short;       /* a weight was left in the mapping because memory was short (logged once) */
     float *scratch;          /* [n_threads][scratch_per_thread] */
     size_t scratch_per_thread; /* floats */
@@ -311,6 +312,7 @@ typedef struct mm_task {
     ob_dot_fn dot;            /* mk's native kernel for fmt (dot or dot_a4) */
     ob_gemm_panel_fn gemm;    /* mk's panel kernel for fmt (gemm or gemm_a4) */
     ob_gemm_panel_fn tiles;   /* mk's gemm_tiles (prefill on AMX), or NULL */
+    ob_gemm_pair_fn pair;     /* mk's gemm_pair (prefill, two panels a call), or NULL */
     const cpu_packed *pk;     /* NULL: native rows */
     ob_act_fmt fmt;
     const char *act;          /* activation rows in fmt (x itself for F32) */
@@ -379,6 +381,12 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
                              out + (size_t)t0 * os + (size_t)r, os);
                     continue;
                 }
+                if (t->pair && t1 - t0 > OB_MM_MAX_NT && r + OB_PANEL < r1) { /* this panel and the next */
+                    t->pair(nin, panel, t->pk->panel_stride, act + (size_t)t0 * t->act_stride, t->act_stride,
+                            (int)(t1 - t0), out + (size_t)t0 * os + (size_t)r, os);
+                    r += OB_PANEL;
+                    continue;
+                }
                 for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
                     int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
                     t->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
@@ -443,6 +451,7 @@ static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, 
         t.fmt = t.mk->packed_act;
         t.gemm = t.mk->gemm;
         t.tiles = t.mk->gemm_tiles;
+        t.pair = c->pairs ? t.mk->gemm_pair : NULL;
     } else if (mk && mk->dot) {
         t.mk = mk;
         t.fmt = mk->act;
@@ -1282,6 +1291,8 @@ int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backen
     c->k = k;
     const char *rp = getenv("OB_CPU_REPACK");
     c->repack = !(rp && strcmp(rp, "0") == 0);
+    const char *pr = getenv("OB_CPU_PAIR");
+    c->pairs = !(pr && strcmp(pr, "0") == 0);
     int rc = ob_threadpool_create(n_threads, &c->pool);
     if (rc < 0) {
         ob_free(c);

@@ -119,6 +119,10 @@ typedef void (*ob_dot_fn)(int64_t n, const void *w, const void *act, size_t act_
  * t < nt (1 <= nt <= OB_MM_MAX_NT). */
 typedef void (*ob_gemm_panel_fn)(int64_t n, const void *panel, const void *act, size_t act_stride, int nt,
                                  float *out, size_t out_stride);
+/* Two packed panels at once: panel and panel + panel_stride, out[t * out_stride + r] for their
+ * 32 rows r and any nt >= 1 (prefill: up to a chunk of 128 tokens). */
+typedef void (*ob_gemm_pair_fn)(int64_t n, const void *panel, size_t panel_stride, const void *act,
+                                size_t act_stride, int nt, float *out, size_t out_stride);
 /* Bytes of one packed panel (16 rows of n elements). */
 typedef size_t (*ob_panel_bytes_fn)(int64_t n);
 /* Repack 16 rows (row_bytes apart, native layout) into one panel. */
@@ -135,6 +139,10 @@ typedef struct ob_mm_kernels {
     /* tiles (AMX-INT8, x86/amx.c; NULL elsewhere): `gemm` for any nt >= 1 (prefill: up to a
      * chunk of 128 tokens), the same numbers as `gemm` bit for bit, faster from 16 tokens */
     ob_gemm_panel_fn gemm_tiles;
+    /* pairs (AVX-512 BF16 only; NULL elsewhere): `gemm` on two neighbouring panels, the same
+     * numbers bit for bit, each activation load feeding both panels - for prefill chunks, where
+     * the activations' loads, not the multiplies, bound the one-panel kernel */
+    ob_gemm_pair_fn gemm_pair;
     /* W4A4 (Q4_0 only; NULL elsewhere): the same two shapes taking 4-bit
      * activations in a4_act / packed_a4_act (OB_ACT_Q4 or OB_ACT_Q4X: the
      * same numbers); gemm_a4 reads the panels `pack` made. */

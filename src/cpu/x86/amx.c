@@ -551,5 +551,6 @@ void ob_cpu_fill_amx(ob_cpu_kernels *k, bool bf16) {
         g_vnni[OB_TYPE_BF16] = k->mm[OB_TYPE_BF16].gemm;
         k->mm[OB_TYPE_BF16].gemm = gemm_bf16_amx;
         k->mm[OB_TYPE_BF16].gemm_tiles = gemm_bf16_amx;
+        k->mm[OB_TYPE_BF16].gemm_pair = NULL; /* its numbers are the VNNI gemm's, not the tiles' */
     }
 }

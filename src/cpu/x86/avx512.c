@@ -674,6 +674,71 @@ static void gemm_f32(int64_t n, const void *p, const void *act, size_t as, int n
 static void gemm_f16(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(body_f16, n, p, act, as, nt, out, os);
 }
+/* Two neighbouring panels (p and p + ps) against NT <= 6 tokens: each broadcast activation feeds
+ * both panels; per element the sums of gemm_fp_body (even k in acc, odd k in acc2) exactly. */
+INLINE void gemm_fp_pair_body(const int kind, const int NT, int64_t n, const void *panel, size_t ps, const char *act,
+                              size_t as, float *out, size_t os) {
+    const uint8_t *p = panel, *q = p + ps;
+    const float *a[6];
+    for (int t = 0; t < NT; t++) a[t] = (const float *)(const void *)(act + (size_t)t * as);
+    __m512 acc[6], acc2[6], bcc[6], bcc2[6];
+    for (int t = 0; t < 6; t++) acc[t] = acc2[t] = bcc[t] = bcc2[t] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= n; k += 2) {
+        const __m512 w0 = fp_load(kind, p, k), w1 = fp_load(kind, p, k + 1);
+        const __m512 x0 = fp_load(kind, q, k), x1 = fp_load(kind, q, k + 1);
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; t++) {
+            const __m512 b0 = _mm512_set1_ps(a[t][k]), b1 = _mm512_set1_ps(a[t][k + 1]);
+            acc[t] = _mm512_fmadd_ps(w0, b0, acc[t]);
+            bcc[t] = _mm512_fmadd_ps(x0, b0, bcc[t]);
+            acc2[t] = _mm512_fmadd_ps(w1, b1, acc2[t]);
+            bcc2[t] = _mm512_fmadd_ps(x1, b1, bcc2[t]);
+        }
+    }
+    for (; k < n; k++) {
+        const __m512 w = fp_load(kind, p, k), x = fp_load(kind, q, k);
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; t++) {
+            const __m512 b = _mm512_set1_ps(a[t][k]);
+            acc[t] = _mm512_fmadd_ps(w, b, acc[t]);
+            bcc[t] = _mm512_fmadd_ps(x, b, bcc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        _mm512_storeu_ps(out + (size_t)t * os, _mm512_add_ps(acc[t], acc2[t]));
+        _mm512_storeu_ps(out + (size_t)t * os + OB_PANEL, _mm512_add_ps(bcc[t], bcc2[t]));
+    }
+}
+/* nt tokens in groups of 6 through a pair body(NT, n, p, ps, act, as, out, os) */
+#define SPLIT_NT6(body, ...)                                                                                        \
+    do {                                                                                                           \
+        const char *a_ = (const char *)(act);                                                                      \
+        for (; nt >= 6; nt -= 6, a_ += 6 * as, out += 6 * os) body(6, n, p, ps, a_, as, out, os, ##__VA_ARGS__); \
+        switch (nt) {                                                                                              \
+        case 5: body(5, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
+        case 4: body(4, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
+        case 3: body(3, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
+        case 2: body(2, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
+        case 1: body(1, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
+        default: break;                                                                                            \
+        }                                                                                                          \
+    } while (0)
+INLINE void pair_f32(const int NT, int64_t n, const void *p, size_t ps, const char *a, size_t as, float *o, size_t os) {
+    gemm_fp_pair_body(FP_F32, NT, n, p, ps, a, as, o, os);
+}
+INLINE void pair_f16(const int NT, int64_t n, const void *p, size_t ps, const char *a, size_t as, float *o, size_t os) {
+    gemm_fp_pair_body(FP_F16, NT, n, p, ps, a, as, o, os);
+}
+static void gemm_f32_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
+                          size_t os) {
+    SPLIT_NT6(pair_f32);
+}
+static void gemm_f16_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
+                          size_t os) {
+    SPLIT_NT6(pair_f16);
+}
+
 static void pack_f32(const void *rows, size_t rb, int64_t n, void *panel) { pack_fp(FP_F32, rows, rb, n, panel); }
 static void pack_f16(const void *rows, size_t rb, int64_t n, void *panel) { pack_fp(FP_F16, rows, rb, n, panel); }
 static size_t bytes_f32(int64_t n) { return (size_t)n * OB_PANEL * 4; }
@@ -723,6 +788,57 @@ INLINE void body_bf16_dp(const int NT, int64_t n, const void *panel, const char 
 }
 static void gemm_bf16_dp(int64_t n, const void *p, const void *act, size_t as, int nt, float *out, size_t os) {
     SPLIT_NT(body_bf16_dp, n, p, act, as, nt, out, os);
+}
+
+/* Two neighbouring panels (p and p + ps) against NT tokens: each broadcast activation pair feeds
+ * both panels, so a multiply costs half the activation loads of body_bf16_dp - whose per-element
+ * sums (even pairs in acc, odd pairs in acc2, added at the end) this keeps exactly. 4 NT
+ * accumulators: NT <= 6 leaves the four weight vectors and the broadcasts their registers. */
+INLINE void body_bf16_dp2(const int NT, int64_t n, const void *panel, size_t ps, const char *act, size_t as,
+                          float *out, size_t os) {
+    const uint8_t *p = panel, *q = p + ps;
+    const uint16_t *a[6];
+    for (int t = 0; t < NT; t++) a[t] = (const uint16_t *)(const void *)(act + (size_t)t * as);
+    __m512 acc[6], acc2[6], bcc[6], bcc2[6];
+    for (int t = 0; t < 6; t++) acc[t] = acc2[t] = bcc[t] = bcc2[t] = _mm512_setzero_ps();
+    int64_t kp = 0, np = n / 2;
+    for (; kp + 2 <= np; kp += 2) {
+        const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
+        const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64 + 64));
+        const __m512bh x0 = (__m512bh)_mm512_load_si512((const void *)(q + (size_t)kp * 64));
+        const __m512bh x1 = (__m512bh)_mm512_load_si512((const void *)(q + (size_t)kp * 64 + 64));
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; t++) {
+            int32_t v0, v1;
+            memcpy(&v0, a[t] + 2 * kp, 4);
+            memcpy(&v1, a[t] + 2 * kp + 2, 4);
+            const __m512bh b0 = (__m512bh)_mm512_set1_epi32(v0), b1 = (__m512bh)_mm512_set1_epi32(v1);
+            acc[t] = _mm512_dpbf16_ps(acc[t], w0, b0);
+            bcc[t] = _mm512_dpbf16_ps(bcc[t], x0, b0);
+            acc2[t] = _mm512_dpbf16_ps(acc2[t], w1, b1);
+            bcc2[t] = _mm512_dpbf16_ps(bcc2[t], x1, b1);
+        }
+    }
+    for (; kp < np; kp++) {
+        const __m512bh w = (__m512bh)_mm512_load_si512((const void *)(p + (size_t)kp * 64));
+        const __m512bh x = (__m512bh)_mm512_load_si512((const void *)(q + (size_t)kp * 64));
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; t++) {
+            int32_t v;
+            memcpy(&v, a[t] + 2 * kp, 4);
+            const __m512bh b = (__m512bh)_mm512_set1_epi32(v);
+            acc[t] = _mm512_dpbf16_ps(acc[t], w, b);
+            bcc[t] = _mm512_dpbf16_ps(bcc[t], x, b);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        _mm512_storeu_ps(out + (size_t)t * os, _mm512_add_ps(acc[t], acc2[t]));
+        _mm512_storeu_ps(out + (size_t)t * os + OB_PANEL, _mm512_add_ps(bcc[t], bcc2[t]));
+    }
+}
+static void gemm_bf16_dp_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
+                              size_t os) {
+    SPLIT_NT6(body_bf16_dp2);
 }
 
 /* the same panels widened to floats, against F32 activations */
@@ -1021,11 +1137,14 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f) {
     }
     PACK(OB_TYPE_F32, f32, OB_ACT_F32);
     PACK(OB_TYPE_F16, f16, OB_ACT_F32);
+    k->mm[OB_TYPE_F32].gemm_pair = gemm_f32_pair;
+    k->mm[OB_TYPE_F16].gemm_pair = gemm_f16_pair;
     k->mm[OB_TYPE_BF16].panel_bytes = bytes_bf16;
     k->mm[OB_TYPE_BF16].pack = pack_bf16;
     if (bf16) {
         k->mm[OB_TYPE_BF16].packed_act = OB_ACT_BF16;
         k->mm[OB_TYPE_BF16].gemm = gemm_bf16_dp;
+        k->mm[OB_TYPE_BF16].gemm_pair = gemm_bf16_dp_pair;
         k->to_bf16 = to_bf16;
     } else {
         k->mm[OB_TYPE_BF16].packed_act = OB_ACT_F32;

@@ -710,19 +710,21 @@ INLINE void gemm_fp_pair_body(const int kind, const int NT, int64_t n, const voi
         _mm512_storeu_ps(out + (size_t)t * os + OB_PANEL, _mm512_add_ps(bcc[t], bcc2[t]));
     }
 }
-/* nt tokens in groups of 6 through a pair body(NT, n, p, ps, act, as, out, os) */
-#define SPLIT_NT6(body, ...)                                                                                        \
-    do {                                                                                                           \
-        const char *a_ = (const char *)(act);                                                                      \
-        for (; nt >= 6; nt -= 6, a_ += 6 * as, out += 6 * os) body(6, n, p, ps, a_, as, out, os, ##__VA_ARGS__); \
-        switch (nt) {                                                                                              \
-        case 5: body(5, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
-        case 4: body(4, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
-        case 3: body(3, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
-        case 2: body(2, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
-        case 1: body(1, n, p, ps, a_, as, out, os, ##__VA_ARGS__); break;                                          \
-        default: break;                                                                                            \
-        }                                                                                                          \
+/* nt tokens in groups of 6 through a two-panel body(NT, n, p, ps, act, as, out, os) */
+#define SPLIT_NT6(body, n, p, ps, act, as, nt, out, os)                                   \
+    do {                                                                                  \
+        const char *a_ = (const char *)(act);                                             \
+        float *o_ = (out);                                                                \
+        int r_ = (nt);                                                                    \
+        for (; r_ >= 6; r_ -= 6, a_ += 6 * (as), o_ += 6 * (os)) body(6, n, p, ps, a_, as, o_, os); \
+        switch (r_) {                                                                     \
+        case 5: body(5, n, p, ps, a_, as, o_, os); break;                                 \
+        case 4: body(4, n, p, ps, a_, as, o_, os); break;                                 \
+        case 3: body(3, n, p, ps, a_, as, o_, os); break;                                 \
+        case 2: body(2, n, p, ps, a_, as, o_, os); break;                                 \
+        case 1: body(1, n, p, ps, a_, as, o_, os); break;                                 \
+        default: break;                                                                   \
+        }                                                                                 \
     } while (0)
 INLINE void pair_f32(const int NT, int64_t n, const void *p, size_t ps, const char *a, size_t as, float *o, size_t os) {
     gemm_fp_pair_body(FP_F32, NT, n, p, ps, a, as, o, os);
@@ -732,11 +734,11 @@ INLINE void pair_f16(const int NT, int64_t n, const void *p, size_t ps, const ch
 }
 static void gemm_f32_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
                           size_t os) {
-    SPLIT_NT6(pair_f32);
+    SPLIT_NT6(pair_f32, n, p, ps, act, as, nt, out, os);
 }
 static void gemm_f16_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
                           size_t os) {
-    SPLIT_NT6(pair_f16);
+    SPLIT_NT6(pair_f16, n, p, ps, act, as, nt, out, os);
 }
 
 static void pack_f32(const void *rows, size_t rb, int64_t n, void *panel) { pack_fp(FP_F32, rows, rb, n, panel); }
@@ -838,7 +840,7 @@ INLINE void body_bf16_dp2(const int NT, int64_t n, const void *panel, size_t ps,
 }
 static void gemm_bf16_dp_pair(int64_t n, const void *p, size_t ps, const void *act, size_t as, int nt, float *out,
                               size_t os) {
-    SPLIT_NT6(body_bf16_dp2);
+    SPLIT_NT6(body_bf16_dp2, n, p, ps, act, as, nt, out, os);
 }
 
 /* the same panels widened to floats, against F32 activations */

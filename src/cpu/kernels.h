@@ -139,9 +139,9 @@ typedef struct ob_mm_kernels {
     /* tiles (AMX-INT8, x86/amx.c; NULL elsewhere): `gemm` for any nt >= 1 (prefill: up to a
      * chunk of 128 tokens), the same numbers as `gemm` bit for bit, faster from 16 tokens */
     ob_gemm_panel_fn gemm_tiles;
-    /* pairs (AVX-512 BF16 only; NULL elsewhere): `gemm` on two neighbouring panels, the same
-     * numbers bit for bit, each activation load feeding both panels - for prefill chunks, where
-     * the activations' loads, not the multiplies, bound the one-panel kernel */
+    /* pairs (AVX-512 F32, F16, and BF16 where its gemm is vdpbf16ps; NULL elsewhere): `gemm` on
+     * two neighbouring panels, the same numbers bit for bit, each activation load feeding both
+     * panels - for prefill chunks, where the one-panel kernel's activation loads bound it */
     ob_gemm_pair_fn gemm_pair;
     /* W4A4 (Q4_0 only; NULL elsewhere): the same two shapes taking 4-bit
      * activations in a4_act / packed_a4_act (OB_ACT_Q4 or OB_ACT_Q4X: the

@@ -15,7 +15,7 @@
 JOBS ?= $(shell nproc)
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 ARGS ?=
 MODEL ?=
 PREFIX ?= /usr/local

@@ -460,14 +460,20 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The fastest of 3 encodes: a pause of the test's thread (another test on the same cores, a
+ * virtual machine's stolen time) lengthens one run, not all three. */
 static double time_encode(ob_tokenizer *t, const char *s, size_t n, size_t *n_ids) {
-    ob_tokens ids = {0};
-    double t0 = now_s();
-    CHECK_OK(ob_tokenizer_encode(t, s, n, 0, &ids));
-    double dt = now_s() - t0;
-    *n_ids = ids.n;
-    ob_tokens_free(&ids);
-    return dt;
+    double best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+        ob_tokens ids = {0};
+        double t0 = now_s();
+        CHECK_OK(ob_tokenizer_encode(t, s, n, 0, &ids));
+        double dt = now_s() - t0;
+        *n_ids = ids.n;
+        ob_tokens_free(&ids);
+        if (dt < best) best = dt;
+    }
+    return best;
 }
 
 static void fill_pattern(char *buf, size_t n, int kind) {

@@ -301,6 +301,86 @@ TEST(matmul_kernels_against_reference) {
     }
 }
 
+/* ---- the prefill kernels beside gemm (AMX tiles, two-panel pairs) ----
+ *
+ * A case for a kernel that must give the same tier's `gemm` bits: `rows` of random weights of
+ * one type packed into panels, up to max_nt activation rows converted to the packed format
+ * (and dequantized back for the float64 reference), and room for the kernel's outputs (got)
+ * and gemm's, 8 tokens at a time (want). */
+typedef struct packed_case {
+    mm_case c;
+    const ob_mm_kernels *mk;
+    int64_t n, rows;
+    float *x, *xd, *got, *want;
+    double *ref;
+    char *act;
+    size_t as, pstride;
+    void *panels;
+} packed_case;
+
+static bool packed_case_init(packed_case *pc, const ob_cpu_kernels *k, ob_type type, int64_t n, int64_t rows,
+                             int max_nt, uint64_t seed) {
+    memset(pc, 0, sizeof *pc);
+    const ob_mm_kernels *mk = pc->mk = &k->mm[type];
+    pc->n = n, pc->rows = rows;
+    pc->x = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    pc->xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
+    pc->ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
+    pc->got = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
+    pc->want = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
+    pc->as = ob_act_row_bytes(mk->packed_act, n);
+    pc->act = ob_malloc(pc->as * (size_t)max_nt);
+    pc->pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
+    pc->panels = ob_malloc_aligned(pc->pstride * (size_t)(rows / OB_PANEL), 64);
+    uint64_t rng = seed;
+    if (mm_case_init(&pc->c, type, n, rows, &rng) < 0 || !pc->x || !pc->xd || !pc->ref || !pc->got || !pc->want ||
+        !pc->act || !pc->panels) {
+        CHECK_MSG(0, "out of memory");
+        return false;
+    }
+    fill_act(pc->x, max_nt * n, &rng);
+    for (int t = 0; t < max_nt; t++) {
+        convert_act(k, mk->packed_act, pc->x + t * n, pc->act + (size_t)t * pc->as, n);
+        deq_act(mk->packed_act, pc->act + (size_t)t * pc->as, n, pc->xd + t * n);
+    }
+    memset(pc->panels, 0, pc->pstride * (size_t)(rows / OB_PANEL));
+    for (int64_t p = 0; p < rows / OB_PANEL; p++)
+        mk->pack((char *)pc->c.wq + (size_t)(p * OB_PANEL) * pc->c.row_bytes, pc->c.row_bytes, n,
+                 (char *)pc->panels + (size_t)p * pc->pstride);
+    return true;
+}
+
+static const char *packed_panel(const packed_case *pc, int64_t p) {
+    return (const char *)pc->panels + (size_t)p * pc->pstride;
+}
+
+/* Before a kernel writes got for nt tokens: the reference, and gemm's outputs in want. */
+static void packed_case_start(packed_case *pc, int nt) {
+    mm_ref(&pc->c, pc->xd, nt, pc->ref);
+    for (int64_t i = 0; i < nt * pc->rows; i++) pc->got[i] = pc->want[i] = NAN;
+    for (int64_t p = 0; p < pc->rows / OB_PANEL; p++)
+        for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT)
+            pc->mk->gemm(pc->n, packed_panel(pc, p), pc->act + (size_t)t0 * pc->as, pc->as,
+                         nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT, pc->want + t0 * pc->rows + p * OB_PANEL,
+                         (size_t)pc->rows);
+}
+
+/* After it: got against the reference, and bit for bit against gemm's. */
+static void packed_case_check(const packed_case *pc, const char *tier, const char *kernel, ob_type type, int nt) {
+    const double e = nmse(pc->got, pc->ref, nt * pc->rows);
+    CHECK_MSG(e < 1e-10, "%s %s %s n=%lld nt=%d: NMSE %.3g", tier, kernel, ob_type_name(type), (long long)pc->n, nt, e);
+    int nd = 0;
+    for (int64_t i = 0; i < nt * pc->rows; i++) nd += memcmp(&pc->got[i], &pc->want[i], sizeof(float)) != 0;
+    CHECK_MSG(nd == 0, "%s %s %s n=%lld nt=%d: %d of %lld outputs differ from gemm's", tier, kernel, ob_type_name(type),
+              (long long)pc->n, nt, nd, (long long)(nt * pc->rows));
+}
+
+static void packed_case_free(packed_case *pc) {
+    ob_free(pc->x), ob_free(pc->xd), ob_free(pc->ref), ob_free(pc->got), ob_free(pc->want), ob_free(pc->act);
+    ob_free_aligned(pc->panels);
+    mm_case_free(&pc->c);
+}
+
 /* ---- AMX tiles (x86/amx.c) ----
  *
  * gemm_tiles, where the CPU has AMX-INT8, against the float64 reference and,
@@ -310,53 +390,19 @@ TEST(matmul_kernels_against_reference) {
  * slabs part-way (legacy: 32 blocks a slab; K types: 4 super-blocks). Skipped
  * (never passed) on a CPU without the tiles. */
 static void check_tiles_for_type(const ob_cpu_kernels *k, ob_type type, int64_t n, int *n_checked) {
-    const ob_mm_kernels *mk = &k->mm[type];
-    if (!mk->gemm_tiles) return;
-    const int64_t rows = 48, max_nt = 45;
-    uint64_t rng = 5000 + (uint64_t)type * 13 + (uint64_t)n;
-    mm_case c;
-    float *x = ob_malloc((size_t)(max_nt * n) * sizeof(float)), *xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
-    double *ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
-    float *got = ob_malloc((size_t)(max_nt * rows) * sizeof(float)), *want = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
-    const size_t as = ob_act_row_bytes(mk->packed_act, n);
-    char *act = ob_malloc(as * (size_t)max_nt);
-    const size_t pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
-    void *panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
-    if (mm_case_init(&c, type, n, rows, &rng) < 0 || !x || !xd || !ref || !got || !want || !act || !panels) {
-        CHECK_MSG(0, "out of memory");
-    } else {
-        fill_act(x, max_nt * n, &rng);
-        for (int t = 0; t < max_nt; t++) {
-            convert_act(k, mk->packed_act, x + t * n, act + (size_t)t * as, n);
-            deq_act(mk->packed_act, act + (size_t)t * as, n, xd + t * n);
-        }
-        memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
-        for (int64_t p = 0; p < rows / OB_PANEL; p++)
-            mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n, (char *)panels + (size_t)p * pstride);
+    if (!k->mm[type].gemm_tiles) return;
+    packed_case pc;
+    if (packed_case_init(&pc, k, type, n, 48, 45, 5000 + (uint64_t)type * 13 + (uint64_t)n)) {
         static const int nts[] = {1, 16, 17, 45};
         for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
-            const int nt = nts[ni];
-            mm_ref(&c, xd, nt, ref);
-            for (int i = 0; i < nt * rows; i++) got[i] = want[i] = NAN;
-            for (int64_t p = 0; p < rows / OB_PANEL; p++) {
-                const char *pp = (const char *)panels + (size_t)p * pstride;
-                mk->gemm_tiles(n, pp, act, as, nt, got + p * OB_PANEL, (size_t)rows);
-                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT)
-                    mk->gemm(n, pp, act + (size_t)t0 * as, as, nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT,
-                             want + t0 * rows + p * OB_PANEL, (size_t)rows);
-            }
-            const double e = nmse(got, ref, nt * rows);
-            CHECK_MSG(e < 1e-10, "%s tiles %s n=%lld nt=%d: NMSE %.3g", k->name, ob_type_name(type), (long long)n, nt, e);
-            int nd = 0;
-            for (int i = 0; i < nt * rows; i++) nd += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            CHECK_MSG(nd == 0, "%s tiles %s n=%lld nt=%d: %d of %lld outputs differ from the VNNI kernel's", k->name,
-                      ob_type_name(type), (long long)n, nt, nd, (long long)(nt * rows));
+            packed_case_start(&pc, nts[ni]);
+            for (int64_t p = 0; p < pc.rows / OB_PANEL; p++)
+                pc.mk->gemm_tiles(n, packed_panel(&pc, p), pc.act, pc.as, nts[ni], pc.got + p * OB_PANEL, (size_t)pc.rows);
+            packed_case_check(&pc, k->name, "tiles", type, nts[ni]);
         }
         (*n_checked)++;
     }
-    ob_free(x), ob_free(xd), ob_free(ref), ob_free(got), ob_free(want), ob_free(act);
-    ob_free_aligned(panels);
-    mm_case_free(&c);
+    packed_case_free(&pc);
 }
 
 TEST(matmul_tiles_match_vnni_bit_for_bit) {
@@ -379,56 +425,24 @@ TEST(matmul_tiles_match_vnni_bit_for_bit) {
  *
  * gemm_pair, where the tier has one (AVX-512: F32, F16, and BF16 where vdpbf16ps is the gemm), bit for bit against the same tier's gemm run
  * panel by panel, 8 tokens at a time: token counts around its groups of 6 (1, 5, 6, 7, 13, 45),
- * 4 panels (two pairs), an odd number of pairs of K (the one-pair tail) and a long K. Skipped
+ * 4 panels (two pairs), an odd K (F32/F16's one-k tail), an odd number of pairs of K (BF16's one-pair
+ * tail) and a long K. Skipped
  * (never passed) on a CPU without such a kernel. */
 static void check_pairs_for_type(const ob_cpu_kernels *k, ob_type type, int64_t n, int *n_checked) {
-    const ob_mm_kernels *mk = &k->mm[type];
-    if (!mk->gemm_pair) return;
-    const int64_t rows = 64, max_nt = 45;
-    uint64_t rng = 7000 + (uint64_t)type * 11 + (uint64_t)n;
-    mm_case c;
-    float *x = ob_malloc((size_t)(max_nt * n) * sizeof(float)), *xd = ob_malloc((size_t)(max_nt * n) * sizeof(float));
-    double *ref = ob_malloc((size_t)(max_nt * rows) * sizeof(double));
-    float *got = ob_malloc((size_t)(max_nt * rows) * sizeof(float)), *want = ob_malloc((size_t)(max_nt * rows) * sizeof(float));
-    const size_t as = ob_act_row_bytes(mk->packed_act, n);
-    char *act = ob_malloc(as * (size_t)max_nt);
-    const size_t pstride = (mk->panel_bytes(n) + 63) & ~(size_t)63;
-    void *panels = ob_malloc_aligned(pstride * (size_t)(rows / OB_PANEL), 64);
-    if (mm_case_init(&c, type, n, rows, &rng) < 0 || !x || !xd || !ref || !got || !want || !act || !panels) {
-        CHECK_MSG(0, "out of memory");
-    } else {
-        fill_act(x, max_nt * n, &rng);
-        for (int t = 0; t < max_nt; t++) {
-            convert_act(k, mk->packed_act, x + t * n, act + (size_t)t * as, n);
-            deq_act(mk->packed_act, act + (size_t)t * as, n, xd + t * n);
-        }
-        memset(panels, 0, pstride * (size_t)(rows / OB_PANEL));
-        for (int64_t p = 0; p < rows / OB_PANEL; p++)
-            mk->pack((char *)c.wq + (size_t)(p * OB_PANEL) * c.row_bytes, c.row_bytes, n, (char *)panels + (size_t)p * pstride);
+    if (!k->mm[type].gemm_pair || k->mm[type].panel_bytes(n) == 0) return; /* BF16 panels need an even K */
+    packed_case pc;
+    if (packed_case_init(&pc, k, type, n, 64, 45, 7000 + (uint64_t)type * 11 + (uint64_t)n)) {
         static const int nts[] = {1, 5, 6, 7, 13, 45};
         for (size_t ni = 0; ni < sizeof nts / sizeof nts[0]; ni++) {
-            const int nt = nts[ni];
-            mm_ref(&c, xd, nt, ref);
-            for (int i = 0; i < nt * rows; i++) got[i] = want[i] = NAN;
-            for (int64_t p = 0; p < rows / OB_PANEL; p += 2)
-                mk->gemm_pair(n, (const char *)panels + (size_t)p * pstride, pstride, act, as, nt, got + p * OB_PANEL,
-                              (size_t)rows);
-            for (int64_t p = 0; p < rows / OB_PANEL; p++)
-                for (int t0 = 0; t0 < nt; t0 += OB_MM_MAX_NT)
-                    mk->gemm(n, (const char *)panels + (size_t)p * pstride, act + (size_t)t0 * as, as,
-                             nt - t0 < OB_MM_MAX_NT ? nt - t0 : OB_MM_MAX_NT, want + t0 * rows + p * OB_PANEL, (size_t)rows);
-            const double e = nmse(got, ref, nt * rows);
-            CHECK_MSG(e < 1e-10, "%s pair %s n=%lld nt=%d: NMSE %.3g", k->name, ob_type_name(type), (long long)n, nt, e);
-            int nd = 0;
-            for (int i = 0; i < nt * rows; i++) nd += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            CHECK_MSG(nd == 0, "%s pair %s n=%lld nt=%d: %d of %lld outputs differ from gemm's", k->name,
-                      ob_type_name(type), (long long)n, nt, nd, (long long)(nt * rows));
+            packed_case_start(&pc, nts[ni]);
+            for (int64_t p = 0; p < pc.rows / OB_PANEL; p += 2)
+                pc.mk->gemm_pair(n, packed_panel(&pc, p), pc.pstride, pc.act, pc.as, nts[ni], pc.got + p * OB_PANEL,
+                                 (size_t)pc.rows);
+            packed_case_check(&pc, k->name, "pair", type, nts[ni]);
         }
         (*n_checked)++;
     }
-    ob_free(x), ob_free(xd), ob_free(ref), ob_free(got), ob_free(want), ob_free(act);
-    ob_free_aligned(panels);
-    mm_case_free(&c);
+    packed_case_free(&pc);
 }
 
 TEST(matmul_pairs_match_gemm_bit_for_bit) {
@@ -436,7 +450,8 @@ TEST(matmul_pairs_match_gemm_bit_for_bit) {
     for (int ti = OB_CPU_SCALAR; ti <= OB_CPU_AVX512; ti++) {
         const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
         for (size_t i = 0; k && i < sizeof MM_TYPES / sizeof MM_TYPES[0]; i++) {
-            check_pairs_for_type(k, MM_TYPES[i], 6, &n_checked);    /* 3 pairs of K: the one-pair tail */
+            check_pairs_for_type(k, MM_TYPES[i], 6, &n_checked);    /* BF16: 3 pairs of K, the one-pair tail */
+            check_pairs_for_type(k, MM_TYPES[i], 7, &n_checked);    /* F32/F16: an odd K, the one-k tail */
             check_pairs_for_type(k, MM_TYPES[i], 2050, &n_checked); /* 1025 pairs */
         }
     }
@@ -444,7 +459,7 @@ TEST(matmul_pairs_match_gemm_bit_for_bit) {
         test_skip("no two-panel kernel on this CPU (no AVX-512)");
         return;
     }
-    CHECK(n_checked >= 4); /* F32 and F16 (and BF16 with AVX-512 BF16 but no AMX), two lengths each */
+    CHECK(n_checked >= 6); /* F32 and F16 (and BF16 with AVX-512 BF16 but no AMX), three lengths each (BF16: two) */
     fprintf(stderr, "  %d (type, length) cases of gemm_pair checked against gemm\n", n_checked);
 }
 

@@ -30,6 +30,7 @@
  * every token.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,7 @@ typedef struct mm_task {
     int64_t rows_per_chunk;   /* rows (a multiple of 16 for panels) */
     int64_t tok_per_chunk;
     int64_t n_row_chunks, n_tok_chunks;
+    atomic_llong next;        /* the chunks dealt from a counter (deal_chunk) */
 } mm_task;
 
 static void convert_act(const ob_cpu_kernels *k, ob_act_fmt fmt, const float *x, void *dst, int64_t n) {
@@ -333,13 +335,73 @@ static void convert_act(const ob_cpu_kernels *k, ob_act_fmt fmt, const float *x,
     }
 }
 
+/* Rows [r0, r1) x tokens [t0, t1) of chunk ch of t: act holds the
+ * activations in t->fmt (rows t->act_stride apart), buf is the thread's
+ * scratch row for the dequantize-and-dot fallback. */
+static void mm_chunk(const mm_task *t, const char *act, int64_t ch, float *buf) {
+    cpu_backend *c = t->c;
+    const int64_t nin = t->w->ne[0], n = t->x->ne[1], nout = t->w->ne[1];
+    const float *bias = t->bias ? (const float *)t->bias->data : NULL;
+    float *out = t->out->data;
+    const size_t os = t->out->nb[1] / sizeof(float);
+    const int64_t r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
+    const int64_t r1 = r0 + t->rows_per_chunk < nout ? r0 + t->rows_per_chunk : nout;
+    const int64_t t0 = (ch % t->n_tok_chunks) * t->tok_per_chunk;
+    const int64_t t1 = t0 + t->tok_per_chunk < n ? t0 + t->tok_per_chunk : n;
+    if (t->pk) {
+        for (int64_t r = r0; r < r1; r += OB_PANEL) {
+            const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
+            if (t->tiles && t1 - t0 > OB_MM_MAX_NT) {
+                t->tiles(nin, panel, act + (size_t)t0 * t->act_stride, t->act_stride, (int)(t1 - t0),
+                         out + (size_t)t0 * os + (size_t)r, os);
+                continue;
+            }
+            if (t->pair && t1 - t0 > OB_MM_MAX_NT && r + OB_PANEL < r1) { /* this panel and the next */
+                t->pair(nin, panel, t->pk->panel_stride, act + (size_t)t0 * t->act_stride, t->act_stride,
+                        (int)(t1 - t0), out + (size_t)t0 * os + (size_t)r, os);
+                r += OB_PANEL;
+                continue;
+            }
+            for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
+                int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
+                t->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
+                        out + (size_t)i * os + (size_t)r, os);
+            }
+        }
+    } else if (t->mk) {
+        for (int64_t r = r0; r < r1; r++) {
+            const char *wrow = (const char *)t->w->data + (size_t)r * t->w->nb[1];
+            for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
+                int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
+                t->dot(nin, wrow, act + (size_t)i * t->act_stride, t->act_stride, nt,
+                       out + (size_t)i * os + (size_t)r, os);
+            }
+        }
+    } else {
+        for (int64_t r = r0; r < r1; r++) {
+            const float *wr = row_f32(c, t->w, r, buf);
+            for (int64_t i = t0; i < t1; i++)
+                out[(size_t)i * os + (size_t)r] = c->k->dot_f32(wr, ob_tensor_row(t->x, i), nin);
+        }
+    }
+    if (bias)
+        for (int64_t i = t0; i < t1; i++)
+            for (int64_t r = r0; r < r1; r++) out[(size_t)i * os + (size_t)r] += bias[r];
+}
+
+/* The k-th chunk this thread takes of n_chunks: the first three quarters
+ * are dealt out in contiguous runs, one per thread (no shared counter to
+ * fight over, one stream per core); the last quarter comes from *next, so
+ * a thread that falls behind is caught up by the others. */
+static int64_t deal_chunk(const ob_task_ctx *ctx, int64_t n_chunks, int64_t k, atomic_llong *next) {
+    const int64_t per = n_chunks * 3 / 4 / ctx->nth;
+    return k < per ? (int64_t)ctx->ith * per + k : per * ctx->nth + atomic_fetch_add(next, 1);
+}
+
 static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
     mm_task *t = arg;
     cpu_backend *c = t->c;
     const int64_t nin = t->w->ne[0], n = t->x->ne[1];
-    const float *bias = t->bias ? (const float *)t->bias->data : NULL;
-    float *out = t->out->data;
-    const size_t os = t->out->nb[1] / sizeof(float);
 
     const char *act = t->act;
     if (t->fmt != OB_ACT_F32) {
@@ -357,78 +419,31 @@ static void matmul_fn(const ob_task_ctx *ctx, void *arg) {
             ob_threadpool_barrier(ctx);
         }
     }
-
-    /* The first chunks are dealt out in contiguous runs, one per thread (no
-     * shared counter to fight over, one stream per core); the last quarter
-     * is taken from the counter, so a thread that falls behind is caught
-     * up by the others. */
     const int64_t n_chunks = t->n_row_chunks * t->n_tok_chunks;
-    const int64_t per = n_chunks * 3 / 4 / ctx->nth;
-    const int64_t nout = t->w->ne[1];
     float *buf = t->mk ? NULL : thread_scratch(c, ctx->ith);
     for (int64_t k = 0;; k++) {
-        int64_t ch = k < per ? (int64_t)ctx->ith * per + k : per * ctx->nth + ob_threadpool_next_chunk(c->pool);
+        const int64_t ch = deal_chunk(ctx, n_chunks, k, &t->next);
         if (ch >= n_chunks) break;
-        const int64_t r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
-        const int64_t r1 = r0 + t->rows_per_chunk < nout ? r0 + t->rows_per_chunk : nout;
-        const int64_t t0 = (ch % t->n_tok_chunks) * t->tok_per_chunk;
-        const int64_t t1 = t0 + t->tok_per_chunk < n ? t0 + t->tok_per_chunk : n;
-        if (t->pk) {
-            for (int64_t r = r0; r < r1; r += OB_PANEL) {
-                const char *panel = (const char *)t->pk->data + (size_t)(r / OB_PANEL) * t->pk->panel_stride;
-                if (t->tiles && t1 - t0 > OB_MM_MAX_NT) {
-                    t->tiles(nin, panel, act + (size_t)t0 * t->act_stride, t->act_stride, (int)(t1 - t0),
-                             out + (size_t)t0 * os + (size_t)r, os);
-                    continue;
-                }
-                if (t->pair && t1 - t0 > OB_MM_MAX_NT && r + OB_PANEL < r1) { /* this panel and the next */
-                    t->pair(nin, panel, t->pk->panel_stride, act + (size_t)t0 * t->act_stride, t->act_stride,
-                            (int)(t1 - t0), out + (size_t)t0 * os + (size_t)r, os);
-                    r += OB_PANEL;
-                    continue;
-                }
-                for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
-                    int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->gemm(nin, panel, act + (size_t)i * t->act_stride, t->act_stride, nt,
-                                out + (size_t)i * os + (size_t)r, os);
-                }
-            }
-        } else if (t->mk) {
-            for (int64_t r = r0; r < r1; r++) {
-                const char *wrow = (const char *)t->w->data + (size_t)r * t->w->nb[1];
-                for (int64_t i = t0; i < t1; i += OB_MM_MAX_NT) {
-                    int nt = (int)(t1 - i < OB_MM_MAX_NT ? t1 - i : OB_MM_MAX_NT);
-                    t->dot(nin, wrow, act + (size_t)i * t->act_stride, t->act_stride, nt,
-                               out + (size_t)i * os + (size_t)r, os);
-                }
-            }
-        } else {
-            for (int64_t r = r0; r < r1; r++) {
-                const float *wr = row_f32(c, t->w, r, buf);
-                for (int64_t i = t0; i < t1; i++)
-                    out[(size_t)i * os + (size_t)r] = c->k->dot_f32(wr, ob_tensor_row(t->x, i), nin);
-            }
-        }
-        if (bias)
-            for (int64_t i = t0; i < t1; i++)
-                for (int64_t r = r0; r < r1; r++) out[(size_t)i * os + (size_t)r] += bias[r];
+        mm_chunk(t, act, ch, buf);
     }
 }
 
-/* a4: the W4A4 path (cpu_matmul_a4): Q4_0 weights only, activations
- * quantized to ob_act_q4 and the dot_a4/gemm_a4 kernels. */
-static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out,
-                         bool a4) {
-    cpu_backend *c = cpu(b);
+/* Fill t for out = w x (+ bias): the kernels, the activation format and
+ * its row stride, the chunks. Activation rows in a format other than F32
+ * are left to the caller (t->act). a4: the W4A4 path (cpu_matmul_a4):
+ * Q4_0 weights only, activations quantized to ob_act_q4 and the
+ * dot_a4/gemm_a4 kernels. */
+static int mm_setup(cpu_backend *c, mm_task *t, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias,
+                    ob_tensor *out, bool a4) {
     OB_TRY(check_convertible(w));
     if (x->ne[0] != w->ne[0] || out->ne[0] != w->ne[1] || out->ne[1] != x->ne[1])
         return ob_err(OB_ERR_INTERNAL, "matmul '%s': shapes [%lld,%lld] x [%lld,%lld] -> [%lld,%lld]",
                       w->name ? w->name : "?", (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[0],
                       (long long)x->ne[1], (long long)out->ne[0], (long long)out->ne[1]);
     const int64_t nin = w->ne[0], nout = w->ne[1], n = x->ne[1];
-    mm_task t;
-    memset(&t, 0, sizeof t);
-    t.c = c, t.w = w, t.x = x, t.bias = bias, t.out = out;
+    memset(t, 0, sizeof *t);
+    atomic_init(&t->next, 0);
+    t->c = c, t->w = w, t->x = x, t->bias = bias, t->out = out;
     const cpu_packed *pk = w->extra;
     const ob_mm_kernels *mk = (int)w->type >= 0 && w->type < OB_TYPE_COUNT ? &c->k->mm[w->type] : NULL;
     if (a4) {
@@ -436,57 +451,66 @@ static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, 
             return ob_err(OB_ERR_UNSUPPORTED, "matmul '%s': no 4-bit activation kernel for %s", w->name ? w->name : "?",
                           ob_type_name(w->type));
         if (pk && pk->type == w->type && pk->k->mm[w->type].gemm_a4) {
-            t.pk = pk;
-            t.mk = &pk->k->mm[w->type];
-            t.gemm = t.mk->gemm_a4;
-            t.fmt = t.mk->packed_a4_act;
+            t->pk = pk;
+            t->mk = &pk->k->mm[w->type];
+            t->gemm = t->mk->gemm_a4;
+            t->fmt = t->mk->packed_a4_act;
         } else {
-            t.mk = mk;
-            t.dot = mk->dot_a4;
-            t.fmt = mk->a4_act;
+            t->mk = mk;
+            t->dot = mk->dot_a4;
+            t->fmt = mk->a4_act;
         }
     } else if (pk && pk->type == w->type && pk->k->mm[w->type].gemm) {
-        t.pk = pk;
-        t.mk = &pk->k->mm[w->type];
-        t.fmt = t.mk->packed_act;
-        t.gemm = t.mk->gemm;
-        t.tiles = t.mk->gemm_tiles;
-        t.pair = c->pairs ? t.mk->gemm_pair : NULL;
+        t->pk = pk;
+        t->mk = &pk->k->mm[w->type];
+        t->fmt = t->mk->packed_act;
+        t->gemm = t->mk->gemm;
+        t->tiles = t->mk->gemm_tiles;
+        t->pair = c->pairs ? t->mk->gemm_pair : NULL;
     } else if (mk && mk->dot) {
-        t.mk = mk;
-        t.fmt = mk->act;
-        t.dot = mk->dot;
+        t->mk = mk;
+        t->fmt = mk->act;
+        t->dot = mk->dot;
     } else {
         OB_TRY(ensure_scratch(c, (size_t)nin));
     }
-    if (t.mk && t.fmt != OB_ACT_F32) {
-        t.act_stride = (ob_act_row_bytes(t.fmt, nin) + 63) & ~(size_t)63;
-        if (t.act_stride == 0)
+    if (t->mk && t->fmt != OB_ACT_F32) {
+        t->act_stride = (ob_act_row_bytes(t->fmt, nin) + 63) & ~(size_t)63;
+        if (t->act_stride == 0)
             return ob_err(OB_ERR_INTERNAL, "matmul '%s': %lld columns do not fit the activation blocks",
                           w->name ? w->name : "?", (long long)nin);
-        /* one token: a slot per thread (see matmul_fn) */
-        OB_TRY(ensure_act(c, ob_mul_size(t.act_stride, (size_t)(n == 1 ? c->n_threads : n))));
-        t.act = c->act;
     } else {
-        t.act = x->data;
-        t.act_stride = x->nb[1];
+        t->fmt = OB_ACT_F32;
+        t->act = x->data;
+        t->act_stride = x->nb[1];
     }
-    /* Chunks: about 8 per thread for a few tokens; panels of rows by 64
+    /* Chunks: about 16 per thread for a few tokens; panels of rows by 128
      * tokens for prefill (see the file comment). */
-    const int64_t unit = t.pk ? OB_PANEL : 1;
+    const int64_t unit = t->pk ? OB_PANEL : 1;
     const int64_t units = (nout + unit - 1) / unit;
-    t.tok_per_chunk = n <= OB_MM_MAX_NT ? n : TOKENS_PER_CHUNK;
-    t.n_tok_chunks = (n + t.tok_per_chunk - 1) / t.tok_per_chunk;
-    int64_t want = (int64_t)c->n_threads * 16 / t.n_tok_chunks;
+    t->tok_per_chunk = n <= OB_MM_MAX_NT ? n : TOKENS_PER_CHUNK;
+    t->n_tok_chunks = (n + t->tok_per_chunk - 1) / t->tok_per_chunk;
+    int64_t want = (int64_t)c->n_threads * 16 / t->n_tok_chunks;
     if (want < 1) want = 1;
     int64_t upc = (units + want - 1) / want;
-    int64_t min_units = t.pk ? 1 : ROWS_PER_CHUNK;
-    if (n > OB_MM_MAX_NT) min_units = t.pk ? 4 : 4 * ROWS_PER_CHUNK;
+    int64_t min_units = t->pk ? 1 : ROWS_PER_CHUNK;
+    if (n > OB_MM_MAX_NT) min_units = t->pk ? 4 : 4 * ROWS_PER_CHUNK;
     if (upc < min_units) upc = min_units;
-    t.rows_per_chunk = upc * unit;
-    t.n_row_chunks = (nout + t.rows_per_chunk - 1) / t.rows_per_chunk;
-    /* Reset the counter before the run: all threads start taking chunks at once. */
-    ob_threadpool_chunk_reset(c->pool, 0);
+    t->rows_per_chunk = upc * unit;
+    t->n_row_chunks = (nout + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    return 0;
+}
+
+static int matmul_common(ob_backend *b, const ob_tensor *w, const ob_tensor *x, const ob_tensor *bias, ob_tensor *out,
+                         bool a4) {
+    cpu_backend *c = cpu(b);
+    mm_task t;
+    OB_TRY(mm_setup(c, &t, w, x, bias, out, a4));
+    if (t.fmt != OB_ACT_F32) {
+        /* one token: a slot per thread (see matmul_fn) */
+        OB_TRY(ensure_act(c, ob_mul_size(t.act_stride, (size_t)(x->ne[1] == 1 ? c->n_threads : x->ne[1]))));
+        t.act = c->act;
+    }
     ob_threadpool_run(c->pool, matmul_fn, &t);
     return 0;
 }

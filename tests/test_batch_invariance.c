@@ -136,6 +136,160 @@ TEST(matmul_every_type_every_tier) {
     free(wf), free(x), free(ref), free(got), free(wq);
 }
 
+/* ---- one decode token's fused layer halves ---- */
+
+/* The CPU backend's layer_qkv and layer_ffn (one token, one pool run a half)
+ * against the ops they stand for, one by one, bit for bit: every tier, 1 to
+ * 3 threads, type mixes as the _M files have them (v and down of another
+ * type), biases, k and v of 40 rows (native rows, not panels). */
+enum { FL_E = 512, FL_Q = 256, FL_KV = 40, FL_F = 768, FL_W = 13 };
+
+typedef struct fl_case {
+    ob_type main, v, down;
+    bool bias;
+} fl_case;
+
+/* the weights of one layer: wq, wk, wv, wo, gate, up, down, bq, bk, bv, bo,
+ * attn_norm, ffn_norm */
+enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_BQ, W_BK, W_BV, W_BO, W_AN, W_FN };
+
+/* w[i] random, of nin x nout (nout 1: a vector), its data in *data, which
+ * the backend may keep pointing into (the CPU backend reads unpacked
+ * weights in place), so it lives until the weights are done with. */
+static int fl_weight(ob_backend *b, ob_tensor *t, ob_type type, int64_t nin, int64_t nout, uint64_t *rng,
+                     void **data) {
+    const ob_type_traits *tr = ob_type_get(type);
+    float *wf = malloc(sizeof(float) * (size_t)(nin * nout));
+    *data = malloc(sizeof(float) * (size_t)(nin * nout));
+    for (int64_t i = 0; i < nin * nout; i++) wf[i] = test_rand_normal(rng) * 0.05f;
+    if (type == OB_TYPE_F32)
+        memcpy(*data, wf, sizeof(float) * (size_t)(nin * nout));
+    else
+        tr->from_float_ref(wf, *data, nin * nout);
+    free(wf);
+    int64_t sh[2] = {nin, nout};
+    ob_tensor_init(t, type, nout == 1 ? 1 : 2, sh, NULL);
+    t->name = tr->name;
+    return b->ops->weight(b, t, *data);
+}
+
+/* One layer of case fc on backend b: the ops one by one (rows r) against
+ * the two halves (rows g); q, k, v and the new x compared. Returns 1 when
+ * the halves ran. */
+static int fl_check(ob_backend *b, const char *tier, int nth, const fl_case *fc, uint64_t seed) {
+    uint64_t rng = seed;
+    ob_tensor W[FL_W];
+    void *data[FL_W];
+    static const int64_t dims[FL_W][2] = {{FL_E, FL_Q}, {FL_E, FL_KV}, {FL_E, FL_KV}, {FL_Q, FL_E}, {FL_E, FL_F},
+                                          {FL_E, FL_F}, {FL_F, FL_E}, {FL_Q, 1},     {FL_KV, 1},   {FL_KV, 1},
+                                          {FL_E, 1},    {FL_E, 1},    {FL_E, 1}};
+    int rc = 0;
+    for (int i = 0; i < FL_W; i++) {
+        const ob_type t = i == W_V ? fc->v : i == W_DOWN ? fc->down : i >= W_BQ ? OB_TYPE_F32 : fc->main;
+        rc |= fl_weight(b, &W[i], t, dims[i][0], dims[i][1], &rng, &data[i]);
+    }
+    float x0[FL_E], att[FL_Q], r[7][FL_F], g[4][FL_F]; /* r: x, q, k, v, o/down, gate, up and h; g: x, q, k, v */
+    for (int i = 0; i < FL_E; i++) x0[i] = test_rand_normal(&rng);
+    for (int i = 0; i < FL_Q; i++) att[i] = test_rand_normal(&rng);
+    const ob_tensor *bq = fc->bias ? &W[W_BQ] : NULL, *bk = fc->bias ? &W[W_BK] : NULL,
+                    *bv = fc->bias ? &W[W_BV] : NULL, *bo = fc->bias ? &W[W_BO] : NULL;
+    const ob_backend_ops *op = b->ops;
+    ob_tensor tx, th, tq, tk, tv, ta, to, tg, tu;
+    memcpy(r[0], x0, sizeof x0);
+    ob_tensor_f32_2d(&tx, FL_E, 1, r[0]);
+    ob_tensor_f32_2d(&tq, FL_Q, 1, r[1]);
+    ob_tensor_f32_2d(&tk, FL_KV, 1, r[2]);
+    ob_tensor_f32_2d(&tv, FL_KV, 1, r[3]);
+    ob_tensor_f32_2d(&to, FL_E, 1, r[4]);
+    ob_tensor_f32_2d(&tg, FL_F, 1, r[5]);
+    ob_tensor_f32_2d(&tu, FL_F, 1, r[6]);
+    ob_tensor_f32_2d(&th, FL_E, 1, g[0]); /* g[0] as scratch until the halves run */
+    ob_tensor_f32_2d(&ta, FL_Q, 1, att);
+    if (rc == 0) {
+        rc |= op->rms_norm(b, &tx, &W[W_AN], 1e-5f, FL_E, &th);
+        rc |= op->matmul(b, &W[W_Q], &th, bq, &tq) | op->matmul(b, &W[W_K], &th, bk, &tk);
+        rc |= op->matmul(b, &W[W_V], &th, bv, &tv);
+        rc |= op->matmul(b, &W[W_O], &ta, bo, &to) | op->add(b, &tx, &to, &tx);
+        rc |= op->rms_norm(b, &tx, &W[W_FN], 1e-5f, FL_E, &th);
+        rc |= op->matmul(b, &W[W_GATE], &th, NULL, &tg) | op->matmul(b, &W[W_UP], &th, NULL, &tu);
+        rc |= op->glu(b, OB_ACT_SILU, &tg, &tu, &tg) | op->matmul(b, &W[W_DOWN], &tg, NULL, &to);
+        rc |= op->add(b, &tx, &to, &tx);
+    }
+    int ran = 0;
+    const char *tn = ob_type_name(fc->main);
+    if (rc < 0) {
+        CHECK_MSG(0, "%s %s, %d threads: weights or ops: %s", tier, tn, nth, ob_last_error());
+    } else {
+        memcpy(g[0], x0, sizeof x0);
+        ob_tensor_f32_2d(&tx, FL_E, 1, g[0]);
+        ob_tensor_f32_2d(&tq, FL_Q, 1, g[1]);
+        ob_tensor_f32_2d(&tk, FL_KV, 1, g[2]);
+        ob_tensor_f32_2d(&tv, FL_KV, 1, g[3]);
+        const ob_layer_qkv pq = {&tx, &W[W_AN], 1e-5f, &W[W_Q], &W[W_K], &W[W_V], bq, bk, bv, &tq, &tk, &tv};
+        const ob_layer_ffn pf = {&tx, &ta, &W[W_O], bo, &W[W_FN], 1e-5f, &W[W_GATE], &W[W_UP], &W[W_DOWN],
+                                 OB_ACT_SILU};
+        const int rq = op->layer_qkv(b, &pq), rf = rq < 0 ? rq : op->layer_ffn(b, &pf);
+        CHECK_MSG(rq == 0 && rf == 0, "%s %s, %d threads: the halves answered %d / %d (%s)", tier, tn, nth, rq, rf,
+                  ob_last_error());
+        ran = rq == 0 && rf == 0;
+        static const char *names[4] = {"x", "q", "k", "v"};
+        static const int lens[4] = {FL_E, FL_Q, FL_KV, FL_KV};
+        for (int i = 0; ran && i < 4; i++) {
+            double md;
+            const int nd = count_diff(r[i], g[i], (size_t)lens[i], &md);
+            CHECK_MSG(nd == 0, "%s %s/%s/%s, %d threads: the halves' %s: %d of %d differ from the ops' (max %.3g)",
+                      tier, tn, ob_type_name(fc->v), ob_type_name(fc->down), nth, names[i], nd, lens[i], md);
+        }
+    }
+    ob_err_clear();
+    for (int i = 0; i < FL_W; i++) free(data[i]);
+    return ran;
+}
+
+TEST(fused_layer_halves_match_the_ops) {
+    static const fl_case cases[] = {
+        {OB_TYPE_F32, OB_TYPE_F32, OB_TYPE_F32, true},     {OB_TYPE_F16, OB_TYPE_F16, OB_TYPE_F16, false},
+        {OB_TYPE_BF16, OB_TYPE_BF16, OB_TYPE_BF16, false}, {OB_TYPE_Q4_0, OB_TYPE_Q4_0, OB_TYPE_Q8_0, true},
+        {OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q6_K, false}, {OB_TYPE_Q5_K, OB_TYPE_Q8_0, OB_TYPE_Q4_K, true},
+        {OB_TYPE_IQ4_XS, OB_TYPE_IQ4_NL, OB_TYPE_Q5_0, false},
+    };
+    const int nc = (int)(sizeof cases / sizeof cases[0]);
+    int n_ran = 0;
+    for (int tier = OB_CPU_SCALAR; tier <= OB_CPU_AVX512; tier++) {
+        const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)tier);
+        if (!k) continue;
+        for (int nth = 1; nth <= 3; nth++) {
+            ob_backend *b = NULL;
+            if (ob_backend_cpu_create_with(nth, k, &b) < 0) {
+                CHECK_MSG(0, "backend: %s", ob_last_error());
+                continue;
+            }
+            for (int i = 0; i < nc; i++) n_ran += fl_check(b, k->name, nth, &cases[i], 7 + (uint64_t)i);
+            /* two tokens: unsupported, the model runs the ops */
+            float two[2 * FL_E];
+            ob_tensor t2;
+            ob_tensor_f32_2d(&t2, FL_E, 2, two);
+            const ob_layer_qkv p2 = {&t2, NULL, 1e-5f, NULL, NULL, NULL, NULL, NULL, NULL, &t2, &t2, &t2};
+            CHECK(b->ops->layer_qkv(b, &p2) == OB_ERR_UNSUPPORTED);
+            b->ops->free(b);
+        }
+    }
+    CHECK(n_ran >= nc * 3); /* every case on 1-3 threads of the scalar tier at least */
+    /* OB_CPU_FUSE=0: unsupported too (a tier named: ob_cpu_kernels_get() would fix this
+     * process's tier before the model checks' children set OB_CPU) */
+    setenv("OB_CPU_FUSE", "0", 1);
+    ob_backend *b = NULL;
+    if (ob_backend_cpu_create_with(2, ob_cpu_kernels_for(OB_CPU_SCALAR), &b) == 0) {
+        float one[FL_E];
+        ob_tensor t1;
+        ob_tensor_f32_2d(&t1, FL_E, 1, one);
+        const ob_layer_qkv p1 = {&t1, NULL, 1e-5f, NULL, NULL, NULL, NULL, NULL, NULL, &t1, &t1, &t1};
+        CHECK(b->ops->layer_qkv(b, &p1) == OB_ERR_UNSUPPORTED);
+        b->ops->free(b);
+    }
+    unsetenv("OB_CPU_FUSE");
+}
+
 /* ---- models ---- */
 
 enum { N_CTX = 1024, SHORT_POS = 30, LONG_POS = 700, CHUNK = 97 };

@@ -88,6 +88,9 @@ typedef struct cpu_backend {
     bool rope_valid;
     float *split;            /* split-K attention partials */
     size_t split_bytes;
+    bool fuse_on;            /* layer_qkv/layer_ffn for one token (OB_CPU_FUSE=0: off) */
+    float *fuse;             /* their rows: [n_threads][2][E] then the shared ones (fuse_prepare) */
+    size_t fuse_floats;
 } cpu_backend;
 
 static cpu_backend *cpu(ob_backend *b) { return (cpu_backend *)b; }
@@ -335,17 +338,24 @@ static void convert_act(const ob_cpu_kernels *k, ob_act_fmt fmt, const float *x,
     }
 }
 
+/* The weight rows [*r0, *r1) of chunk ch of t */
+static void chunk_rows(const mm_task *t, int64_t ch, int64_t *r0, int64_t *r1) {
+    const int64_t nout = t->w->ne[1];
+    *r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
+    *r1 = *r0 + t->rows_per_chunk < nout ? *r0 + t->rows_per_chunk : nout;
+}
+
 /* Rows [r0, r1) x tokens [t0, t1) of chunk ch of t: act holds the
  * activations in t->fmt (rows t->act_stride apart), buf is the thread's
  * scratch row for the dequantize-and-dot fallback. */
 static void mm_chunk(const mm_task *t, const char *act, int64_t ch, float *buf) {
     cpu_backend *c = t->c;
-    const int64_t nin = t->w->ne[0], n = t->x->ne[1], nout = t->w->ne[1];
+    const int64_t nin = t->w->ne[0], n = t->x->ne[1];
     const float *bias = t->bias ? (const float *)t->bias->data : NULL;
     float *out = t->out->data;
     const size_t os = t->out->nb[1] / sizeof(float);
-    const int64_t r0 = (ch / t->n_tok_chunks) * t->rows_per_chunk;
-    const int64_t r1 = r0 + t->rows_per_chunk < nout ? r0 + t->rows_per_chunk : nout;
+    int64_t r0, r1;
+    chunk_rows(t, ch, &r0, &r1);
     const int64_t t0 = (ch % t->n_tok_chunks) * t->tok_per_chunk;
     const int64_t t1 = t0 + t->tok_per_chunk < n ? t0 + t->tok_per_chunk : n;
     if (t->pk) {
@@ -533,6 +543,13 @@ typedef struct norm_task {
     ob_tensor *out;
 } norm_task;
 
+/* y = x / rms(x) * w over n values (w may be NULL) */
+static void rms_norm_row(const ob_cpu_kernels *k, const float *x, const float *w, float eps, int64_t n, float *y) {
+    const float ss = k->sum_sq(x, n);
+    const float s = (float)(1.0 / sqrt((double)ss / (double)n + (double)eps));
+    k->scale_mul(x, s, w, y, n);
+}
+
 static void rms_norm_fn(const ob_task_ctx *ctx, void *arg) {
     norm_task *t = arg;
     const ob_cpu_kernels *k = t->k;
@@ -542,11 +559,8 @@ static void rms_norm_fn(const ob_task_ctx *ctx, void *arg) {
     const float *w = t->w ? (const float *)t->w->data : NULL;
     for (int64_t gi = lo; gi < hi; gi++) {
         int64_t row = gi / groups_per_row, off = (gi % groups_per_row) * t->group;
-        const float *x = (const float *)ob_tensor_row(t->x, row) + off;
-        float *y = (float *)ob_tensor_row(t->out, row) + off;
-        float ss = k->sum_sq(x, t->group);
-        float s = (float)(1.0 / sqrt((double)ss / (double)t->group + (double)t->eps));
-        k->scale_mul(x, s, w, y, t->group);
+        rms_norm_row(k, (const float *)ob_tensor_row(t->x, row) + off, w, t->eps, t->group,
+                     (float *)ob_tensor_row(t->out, row) + off);
     }
 }
 
@@ -1175,6 +1189,16 @@ static inline float act_f(ob_act act, float x) {
     return x;
 }
 
+/* y = act(g) * u over n values (u NULL: act(g)); elementwise, so a run of
+ * rows gives the bits the whole row would (the SIMD kernels' vectors start
+ * at multiples of 8 from the row's start either way) */
+static void glu_row(const ob_cpu_kernels *k, ob_act act, const float *g, const float *u, float *y, int64_t n) {
+    if (act == OB_ACT_SILU)
+        k->swiglu(g, u, y, n);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = u ? act_f(act, g[i]) * u[i] : act_f(act, g[i]);
+}
+
 static void glu_fn(const ob_task_ctx *ctx, void *arg) {
     ew_task *t = arg;
     int64_t lo, hi, d = t->a->ne[0];
@@ -1182,11 +1206,7 @@ static void glu_fn(const ob_task_ctx *ctx, void *arg) {
     for (int64_t r = lo; r < hi; r++) {
         const float *g = ob_tensor_row(t->a, r);
         const float *u = t->b ? (const float *)ob_tensor_row(t->b, r) : NULL;
-        float *y = ob_tensor_row(t->out, r);
-        if (t->act == OB_ACT_SILU)
-            t->k->swiglu(g, u, y, d);
-        else
-            for (int64_t i = 0; i < d; i++) y[i] = u ? act_f(t->act, g[i]) * u[i] : act_f(t->act, g[i]);
+        glu_row(t->k, t->act, g, u, ob_tensor_row(t->out, r), d);
     }
 }
 
@@ -1214,6 +1234,197 @@ static int cpu_add(ob_backend *b, const ob_tensor *a, const ob_tensor *bb, ob_te
         return ob_err(OB_ERR_INTERNAL, "add: shapes differ");
     ew_task t = {cpu(b)->k, 0, a, bb, out, 0};
     run_op(cpu(b), add_fn, &t, ob_tensor_nelements(a));
+    return 0;
+}
+
+/* ---- one decode token's layer halves (the optional layer_qkv, layer_ffn) ----
+ *
+ * Op by op, a decode token costs ~7 pool runs a layer - one a product, each
+ * waking the workers, starting every thread's memory streams anew and
+ * waiting for the slowest thread at its end - and the norms, adds and GLU
+ * run on the calling thread while the others wait. Here each half of the
+ * layer is one run: every thread computes the one-row norm and residual
+ * add itself, q, k and v (o; gate and up; down) share one space of chunks,
+ * and the GLU is applied to each gate/up chunk's rows as they are made.
+ * Barriers separate the ffn half's three steps (o, gate/up, down). The
+ * results have the ops' bits: the same kernels on the same rows in the same
+ * order (test_cpu_backend's fused_layer_halves_match_the_ops checks it).
+ * OB_CPU_FUSE=0 answers unsupported, so the model runs the ops. */
+
+#define FUSE_MM 4 /* products of a half: q, k, v; or o, gate, up, down */
+
+typedef struct fuse_task {
+    cpu_backend *c;
+    const ob_layer_qkv *qkv;
+    const ob_layer_ffn *ffn;
+    mm_task mm[FUSE_MM];
+    int n_mm;
+    size_t slot;                /* bytes of one converted activation row (the largest of mm[]) */
+    float *o, *gate, *up, *hg, *d; /* ffn: shared rows, [E] [F] [F] [F] [E] */
+    atomic_llong next[3];       /* the dealt chunks of each step */
+} fuse_task;
+
+/* The thread's own two rows of E floats (x + o, its norm) */
+static float *fuse_own(const fuse_task *f, int ith, int64_t e) {
+    return f->c->fuse + (size_t)ith * 2 * (size_t)((e + 15) & ~(int64_t)15);
+}
+
+/* Convert the row x into the activation format of mm[0..n) (each format
+ * once) in this thread's slots; act[j] is mm[j]'s. */
+static void fuse_convert(const fuse_task *f, const ob_task_ctx *ctx, const mm_task *mm, int n, const float *x,
+                         const char **act) {
+    for (int j = 0; j < n; j++) {
+        if (mm[j].fmt == OB_ACT_F32) {
+            act[j] = (const char *)x;
+            continue;
+        }
+        int i = 0;
+        while (i < j && mm[i].fmt != mm[j].fmt) i++;
+        if (i < j) {
+            act[j] = act[i];
+            continue;
+        }
+        char *dst = (char *)f->c->act + ((size_t)ctx->ith * FUSE_MM + (size_t)j) * f->slot;
+        convert_act(f->c->k, mm[j].fmt, x, dst, mm[j].w->ne[0]);
+        act[j] = dst;
+    }
+}
+
+/* This thread's chunks of the products mm[0..n), one space of chunks */
+static void fuse_products(const fuse_task *f, const ob_task_ctx *ctx, const mm_task *mm, int n, const char **act,
+                          atomic_llong *next) {
+    int64_t total = 0;
+    for (int j = 0; j < n; j++) total += mm[j].n_row_chunks;
+    float *buf = thread_scratch(f->c, ctx->ith);
+    for (int64_t k = 0;; k++) {
+        int64_t ch = deal_chunk(ctx, total, k, next);
+        if (ch >= total) break;
+        int j = 0;
+        while (ch >= mm[j].n_row_chunks) ch -= mm[j].n_row_chunks, j++;
+        mm_chunk(&mm[j], act[j], ch, buf);
+    }
+}
+
+static void qkv_fn(const ob_task_ctx *ctx, void *arg) {
+    fuse_task *f = arg;
+    const ob_layer_qkv *p = f->qkv;
+    const int64_t e = p->x->ne[0];
+    float *h = fuse_own(f, ctx->ith, e);
+    rms_norm_row(f->c->k, p->x->data, p->norm ? p->norm->data : NULL, p->eps, e, h);
+    const char *act[FUSE_MM];
+    fuse_convert(f, ctx, f->mm, 3, h, act);
+    fuse_products(f, ctx, f->mm, 3, act, &f->next[0]);
+}
+
+static void ffn_fn(const ob_task_ctx *ctx, void *arg) {
+    fuse_task *f = arg;
+    const ob_layer_ffn *p = f->ffn;
+    const ob_cpu_kernels *k = f->c->k;
+    const int64_t e = p->x->ne[0];
+    float *x = p->x->data, *xs = fuse_own(f, ctx->ith, e), *h = xs + ((e + 15) & ~(int64_t)15);
+    const char *act[FUSE_MM];
+    /* o = wo att + bo */
+    fuse_convert(f, ctx, &f->mm[0], 1, p->att->data, act);
+    fuse_products(f, ctx, &f->mm[0], 1, act, &f->next[0]);
+    ob_threadpool_barrier(ctx);
+    /* x + o and its norm (every thread), gate and up, the GLU of each chunk's rows */
+    for (int64_t i = 0; i < e; i++) xs[i] = x[i] + f->o[i];
+    rms_norm_row(k, xs, p->norm ? p->norm->data : NULL, p->eps, e, h);
+    fuse_convert(f, ctx, &f->mm[1], 2, h, act);
+    const mm_task *g = &f->mm[1], *u = &f->mm[2];
+    float *buf = thread_scratch(f->c, ctx->ith);
+    for (int64_t kk = 0;; kk++) {
+        const int64_t ch = deal_chunk(ctx, g->n_row_chunks, kk, &f->next[1]);
+        if (ch >= g->n_row_chunks) break;
+        mm_chunk(g, act[0], ch, buf);
+        mm_chunk(u, act[1], ch, buf);
+        int64_t r0, r1;
+        chunk_rows(g, ch, &r0, &r1);
+        glu_row(k, (ob_act)p->act, f->gate + r0, f->up + r0, f->hg + r0, r1 - r0);
+    }
+    ob_threadpool_barrier(ctx);
+    /* x = (x + o) + down(h) */
+    const mm_task *dn = &f->mm[3];
+    fuse_convert(f, ctx, dn, 1, f->hg, act);
+    for (int64_t kk = 0;; kk++) {
+        const int64_t ch = deal_chunk(ctx, dn->n_row_chunks, kk, &f->next[2]);
+        if (ch >= dn->n_row_chunks) break;
+        mm_chunk(dn, act[0], ch, buf);
+        int64_t r0, r1;
+        chunk_rows(dn, ch, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) x[r] = xs[r] + f->d[r];
+    }
+}
+
+/* The rows of the fused halves: each thread's two, then the shared ones */
+static int fuse_rows(cpu_backend *c, fuse_task *f, int64_t e, int64_t ff) {
+    const size_t er = (size_t)((e + 15) & ~(int64_t)15), fr = (size_t)((ff + 15) & ~(int64_t)15);
+    const size_t need = 2 * er * (size_t)c->n_threads + 2 * er + 3 * fr;
+    if (need > c->fuse_floats) {
+        float *p = ob_malloc_aligned(need * sizeof(float), 64);
+        if (!p) return ob_err(OB_ERR_OOM, "cpu fused layer rows of %zu floats", need);
+        ob_free_aligned(c->fuse);
+        c->fuse = p;
+        c->fuse_floats = need;
+    }
+    float *sh = c->fuse + 2 * er * (size_t)c->n_threads;
+    f->o = sh, f->d = sh + er, f->gate = sh + 2 * er, f->up = f->gate + fr, f->hg = f->up + fr;
+    for (int i = 0; i < 3; i++) atomic_init(&f->next[i], 0);
+    return 0;
+}
+
+/* The slots of the converted rows (FUSE_MM a thread, each of the largest
+ * row); unsupported for a product without a kernel (the dequantize-and-dot
+ * fallback reads its input from t->x). */
+static int fuse_slots(cpu_backend *c, fuse_task *f) {
+    f->slot = 0;
+    for (int j = 0; j < f->n_mm; j++) {
+        if (!f->mm[j].mk) return OB_ERR_UNSUPPORTED;
+        if (f->mm[j].fmt != OB_ACT_F32 && f->mm[j].act_stride > f->slot) f->slot = f->mm[j].act_stride;
+    }
+    if (f->slot) OB_TRY(ensure_act(c, ob_mul_size(f->slot, (size_t)c->n_threads * FUSE_MM)));
+    return 0;
+}
+
+static bool fuse_norm_ok(const ob_tensor *norm) { return !norm || norm->type == OB_TYPE_F32; }
+
+static int cpu_layer_qkv(ob_backend *b, const ob_layer_qkv *p) {
+    cpu_backend *c = cpu(b);
+    if (!c->fuse_on || p->x->ne[1] != 1 || !fuse_norm_ok(p->norm)) return OB_ERR_UNSUPPORTED;
+    fuse_task f;
+    memset(&f, 0, sizeof f);
+    f.c = c, f.qkv = p, f.n_mm = 3;
+    OB_TRY(mm_setup(c, &f.mm[0], p->wq, p->x, p->bq, p->q, false));
+    OB_TRY(mm_setup(c, &f.mm[1], p->wk, p->x, p->bk, p->k, false));
+    OB_TRY(mm_setup(c, &f.mm[2], p->wv, p->x, p->bv, p->v, false));
+    OB_TRY(fuse_slots(c, &f));
+    OB_TRY(fuse_rows(c, &f, p->x->ne[0], 0));
+    ob_threadpool_run(c->pool, qkv_fn, &f);
+    return 0;
+}
+
+static int cpu_layer_ffn(ob_backend *b, const ob_layer_ffn *p) {
+    cpu_backend *c = cpu(b);
+    if (!c->fuse_on || p->x->ne[1] != 1 || !fuse_norm_ok(p->norm) || p->gate->ne[1] != p->up->ne[1])
+        return OB_ERR_UNSUPPORTED;
+    const int64_t e = p->x->ne[0], ff = p->gate->ne[1];
+    fuse_task f;
+    memset(&f, 0, sizeof f);
+    f.c = c, f.ffn = p, f.n_mm = 4;
+    OB_TRY(fuse_rows(c, &f, e, ff)); /* the shared rows, for the products' tensors */
+    ob_tensor o, gate, up, hg, d;
+    ob_tensor_f32_2d(&o, e, 1, f.o);
+    ob_tensor_f32_2d(&gate, ff, 1, f.gate);
+    ob_tensor_f32_2d(&up, ff, 1, f.up);
+    ob_tensor_f32_2d(&hg, ff, 1, f.hg);
+    ob_tensor_f32_2d(&d, e, 1, f.d);
+    OB_TRY(mm_setup(c, &f.mm[0], p->wo, p->att, p->bo, &o, false));
+    OB_TRY(mm_setup(c, &f.mm[1], p->gate, p->x, NULL, &gate, false));
+    OB_TRY(mm_setup(c, &f.mm[2], p->up, p->x, NULL, &up, false));
+    OB_TRY(mm_setup(c, &f.mm[3], p->down, &hg, NULL, &d, false));
+    if (f.mm[1].rows_per_chunk != f.mm[2].rows_per_chunk) return OB_ERR_UNSUPPORTED; /* gate and up chunk alike */
+    OB_TRY(fuse_slots(c, &f));
+    ob_threadpool_run(c->pool, ffn_fn, &f);
     return 0;
 }
 
@@ -1273,6 +1484,7 @@ static void cpu_free(ob_backend *b) {
     ob_free(c->rope_cs);
     ob_free(c->rope_pos);
     ob_free_aligned(c->split);
+    ob_free_aligned(c->fuse);
     while (c->packed) {
         cpu_packed *p = c->packed;
         c->packed = p->next;
@@ -1305,6 +1517,8 @@ static const ob_backend_ops g_cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .sync = NULL,
     .hadamard_rows = cpu_hadamard_rows,
+    .layer_qkv = cpu_layer_qkv,
+    .layer_ffn = cpu_layer_ffn,
 };
 
 int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backend **out) {
@@ -1317,6 +1531,8 @@ int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backen
     c->repack = !(rp && strcmp(rp, "0") == 0);
     const char *pr = getenv("OB_CPU_PAIR");
     c->pairs = !(pr && strcmp(pr, "0") == 0);
+    const char *fu = getenv("OB_CPU_FUSE");
+    c->fuse_on = !(fu && strcmp(fu, "0") == 0);
     int rc = ob_threadpool_create(n_threads, &c->pool);
     if (rc < 0) {
         ob_free(c);

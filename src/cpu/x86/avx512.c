@@ -256,10 +256,6 @@ static void pack_kq(int kind, const void *rows, size_t rb, int64_t n, void *pane
     }
 }
 
-/* Q6_K's software prefetch distance in bytes (see gemm_kq_body) */
-#define Q6K_PF 576
-
-
 INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *panel, const char *act, size_t as,
                          float *out, size_t os) {
     const int64_t nsb = n / OB_QK_K;
@@ -272,6 +268,18 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
     for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *B = kq_sb(kind, panel, i), *D = kq_d(kind, panel, i);
+        if (NT <= 2) {
+            /* Decode: the whole next super-block (its size in bytes ahead, the lines of one),
+             * prefetched as this one starts. The hardware prefetcher alone left the stream
+             * short of lines in flight once the loop runs ahead of it (single-thread gemv from
+             * DRAM, 1bit bench --kernels on the Zen 5 box: Q4_K 22 -> 43 GB/s, Q5_K 16 -> 33,
+             * Q6_K 31-34 -> 39 (its earlier 576-byte in-loop prefetch replaced), IQ4_XS 31 ->
+             * 38-43; Q3_K had it first: 6-7 -> 25-35). Prefill (more tokens) reuses each
+             * panel from L2 and needs none. Prefetches never fault: past the last panel
+             * they are harmless. */
+            const size_t sbb = kq_body_bytes(kind) + kq_d_bytes(kind);
+            for (size_t l = 0; l < (sbb + 63) / 64; l++) _mm_prefetch((const char *)B + sbb + 64 * l, _MM_HINT_T0);
+        }
         const ob_act_q8K *a[8];
         __m512i isum[8];
 #pragma GCC unroll 8
@@ -413,18 +421,6 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
                 const uint8_t *U = B + 832 * (size_t)(s / 4), *sb = U + 192 * (size_t)(s % 4);
                 const __m512i n0 = _mm512_load_si512((const void *)sb), n1 = _mm512_load_si512((const void *)(sb + 64));
                 const __m512i h = _mm512_load_si512((const void *)(sb + 128));
-                /* Software prefetch 576 bytes (9 lines) ahead of the three
-                 * chunks just loaded, plus the scale line once per unit:
-                 * single-thread gemv from DRAM 30 -> 37 GB/s (1bit bench
-                 * --kernels; 384 and 768 bytes were slower, and the same
-                 * prefetch made Q4_K's stream slower, so only Q6_K has it:
-                 * its heavier unpacking leaves fewer loads in flight for the
-                 * hardware prefetcher alone). Prefetch never faults, so
-                 * running past the last panel is harmless. */
-                _mm_prefetch((const char *)sb + Q6K_PF, _MM_HINT_T0);
-                _mm_prefetch((const char *)sb + Q6K_PF + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)sb + Q6K_PF + 128, _MM_HINT_T0);
-                if (s % 4 == 3) _mm_prefetch((const char *)sb + Q6K_PF + 192, _MM_HINT_T0);
                 __m512i c[4];
                 c[0] = or_and(n0, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
                 c[1] = or_and(_mm512_srli_epi16(n0, 4), m4, _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
@@ -449,11 +445,6 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
              * token instead of one at a time, whose 4-deep latency bound the loop below (gemv
              * from L2 22 GB/s against Q4_K's 100). Integer sums: the same result. */
             const uint8_t *U0 = B + (kind == KQ_Q3_K ? 512 : 0);
-            /* the whole next super-block, lines ahead of this one's reads: without it the
-             * faster loop read Q3_K from DRAM at 6-7 GB/s (its hmask and unit streams 512 bytes
-             * apart defeat the hardware prefetcher once the loop outruns it), with it 25-35 */
-            for (int l = 0; l <= (int)(kq_body_bytes(kind) / 64); l++)
-                _mm_prefetch((const char *)B + kq_body_bytes(kind) + 64 * l, _MM_HINT_T0);
             for (int h = 0; h < 2; h++) {
                 const uint8_t *U = U0 + 640 * (size_t)h;
                 for (int half = 0; half < 2; half++) {

@@ -14,8 +14,8 @@
  *      once per batch, not once per weight row;
  *   2. barrier;
  *   3. threads take (row range x token range) chunks: three quarters dealt
- *      out in one contiguous run per thread, the rest from the pool's atomic
- *      counter. A chunk is a few panels (or rows) by up to 128 tokens: its
+ *      out in one contiguous run per thread, the rest from the run's atomic
+ *      counter (deal_chunk). A chunk is a few panels (or rows) by up to 128 tokens: its
  *      weights stay in L1/L2 while the kernel sweeps the tokens 8 at a time
  *      (TOKENS_PER_CHUNK says why 128). One token (decode) gives
  *      about 16 chunks per thread, so a slow or preempted core does not hold

@@ -1008,13 +1008,23 @@ TEST(attention_op_long_context) {
         ob_kv_store kv = {type, 1, kv_dim, NB * BS, BS, rb, kl, vl};
         ob_attn_params ap = {NH, NKV, HD, 0.125f, 0.0f, 0.0f};
         /* cases: (first pos, tokens, window) */
-        static const int cases[][3] = {{NPOS - 1, 1, 0}, {NPOS - 3, 3, 0}, {NPOS - 1, 1, 700}, {NPOS - 70, 70, 0}, {900, 1, 0}};
+        static const int cases[][3] = {{NPOS - 1, 1, 0}, {NPOS - 3, 3, 0}, {NPOS - 1, 1, 700}, {NPOS - 70, 70, 0}, {900, 1, 0},
+                                       {300, 1, 0}, {301, 4, 0}};
         for (int ti = OB_CPU_AVX2; ti <= OB_CPU_AVX512; ti++) {
             const ob_cpu_kernels *k = ob_cpu_kernels_for((ob_cpu_tier)ti);
             if (!k) continue;
             ob_backend *b = NULL;
             CHECK(ob_backend_cpu_create_with(2, k, &b) == 0);
             if (!b) continue;
+            /* and one without the next page's prefetch (OB_CPU_ATT_PF=0), for the same bits */
+            ob_backend *b0 = NULL;
+            setenv("OB_CPU_ATT_PF", "0", 1);
+            CHECK(ob_backend_cpu_create_with(2, k, &b0) == 0);
+            unsetenv("OB_CPU_ATT_PF");
+            if (!b0) {
+                ob_backend_free(b);
+                continue;
+            }
             for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
                 const int p0 = cases[ci][0], n = cases[ci][1], win = cases[ci][2];
                 float *qv = ob_malloc((size_t)n * NH * HD * sizeof(float)), *ov = ob_malloc((size_t)n * NH * HD * sizeof(float));
@@ -1029,6 +1039,16 @@ TEST(attention_op_long_context) {
                 ob_tensor_f32_2d(&q, NH * HD, n, qv);
                 ob_tensor_f32_2d(&o, NH * HD, n, ov);
                 CHECK(b->ops->attention(b, &kv, 0, &q, toks, &ap, &o) == 0);
+                {
+                    float *ov0 = ob_malloc((size_t)n * NH * HD * sizeof(float));
+                    ob_tensor o0;
+                    ob_tensor_f32_2d(&o0, NH * HD, n, ov0);
+                    CHECK(b0->ops->attention(b0, &kv, 0, &q, toks, &ap, &o0) == 0);
+                    CHECK_MSG(memcmp(ov0, ov, (size_t)n * NH * HD * sizeof(float)) == 0,
+                              "%s kv %s pos %d n %d window %d: the prefetching walk changed the bits",
+                              tier_name((ob_cpu_tier)ti), ob_type_name(type), p0, n, win);
+                    ob_free(ov0);
+                }
                 double worst = 0, mag = 0;
                 static double sc[NPOS], ref[HD];
                 for (int i = 0; i < n; i++)
@@ -1059,6 +1079,7 @@ TEST(attention_op_long_context) {
                 ob_free(qv), ob_free(ov), ob_free(toks);
             }
             ob_backend_free(b);
+            ob_backend_free(b0);
         }
         ob_free(kpool), ob_free(vpool), ob_free(kf), ob_free(vf);
     }

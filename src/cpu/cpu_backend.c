@@ -89,6 +89,7 @@ typedef struct cpu_backend {
     float *split;            /* split-K attention partials */
     size_t split_bytes;
     bool fuse_on;            /* layer_qkv/layer_ffn for one token (OB_CPU_FUSE=0: off) */
+    bool attn_pf;            /* decode attention prefetches the next page (OB_CPU_ATT_PF=0: off) */
     float *fuse;             /* their rows: [n_threads][2][E] then the shared ones (fuse_prepare) */
     size_t fuse_floats;
 } cpu_backend;
@@ -927,11 +928,43 @@ static int attn_rows_keys(const attn_task *t, int32_t t0, int G, int m0, int m1,
     return n;
 }
 
+/* Decode over a long context reads each head's slice of a page - 32 rows of
+ * hd * 2 bytes, a KV row apart - at about a third of the memory bandwidth:
+ * the strided rows defeat the hardware prefetchers, so each key's first load
+ * waits on memory. Up to ATT_PF_MAXM query rows over a whole F16 page therefore run the
+ * kernels ATT_PF_STEP keys at a time, and each step first asks for the same
+ * keys' rows of the next page (this head's slice; into L2), a page ahead of
+ * their use. A key's score and the order of a row's sums do not depend on
+ * how the keys are cut into calls (kernels.h), so the results are the same
+ * bits. Qwen3-0.6B Q4_0, 2 threads, tg32 at depth 4096: 30.1 -> 36.3 tok/s
+ * (bench/RESULTS.md). OB_CPU_ATT_PF=0 turns it off. */
+#define ATT_PF_STEP 8
+#define ATT_PF_MAXM 16
+
+static void attn_pf_rows(const char *row, size_t stride, int n, size_t bytes) {
+    for (int j = 0; j < n; j++, row += stride)
+        for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+}
+
+/* Scores (pv false: x = Q rows, y = S) or P.V (x = P, y = O) over the nk keys
+ * of `rows` in steps, prefetching the first cn rows of `next` (same stride). */
+static void attn_f16_steps(const ob_cpu_kernels *k, bool pv, const float *x, int M, size_t ldx, const char *rows,
+                           size_t stride, int nk, int hd, float *y, size_t ldy, const char *next, int cn) {
+    for (int j = 0; j < nk; j += ATT_PF_STEP) {
+        const int jb = nk - j < ATT_PF_STEP ? nk - j : ATT_PF_STEP;
+        if (j < cn) attn_pf_rows(next + (size_t)j * stride, stride, cn - j < jb ? cn - j : jb, (size_t)hd * 2);
+        const uint16_t *r = (const uint16_t *)(const void *)(rows + (size_t)j * stride);
+        if (pv) k->attn_pv_f16(x + j, M, ldx, r, stride, jb, hd, y, ldy);
+        else k->attn_qk_f16(x, M, ldx, r, stride, jb, hd, y + j, ldy);
+    }
+}
+
 /* Attend the rows of KV heads hk0..hk0+nh-1 over cache positions [lo, hi]
  * of the tokens' sequence, a page at a time and, within a page, one head
  * after another: the page's rows stay in L1/L2 while every head reads its
  * slice of them (see above). */
-static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh, int32_t lo, int32_t hi) {
+static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, int hk0, int nh, int32_t lo, int32_t hi,
+                       int32_t pf_hi) {
     cpu_backend *c = t->c;
     const ob_cpu_kernels *k = c->k;
     const ob_attn_params *p = t->p;
@@ -945,6 +978,15 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
         const int count = (int)(bs - off0 < hi - pos + 1 ? bs - off0 : hi - pos + 1);
         const int64_t slot = (int64_t)first->block_table[pos / bs] * bs + off0;
         const char *krow = kbase + (size_t)slot * kv->row_bytes, *vrow = vbase + (size_t)slot * kv->row_bytes;
+        /* the next page's rows, fetched ATT_PF_STEP keys at a time while this page's are used */
+        const char *kn = NULL, *vn = NULL;
+        int cn = 0;
+        if (f16 && c->attn_pf && Mh <= ATT_PF_MAXM && pos + count <= pf_hi) {
+            const int32_t np = pos + count;
+            const int64_t ns = (int64_t)first->block_table[np / bs] * bs;
+            kn = kbase + (size_t)ns * kv->row_bytes, vn = vbase + (size_t)ns * kv->row_bytes;
+            cn = pf_hi - np + 1 < bs ? (int)(pf_hi - np + 1) : bs;
+        }
         for (int hh = 0; hh < nh; hh++) {
             const int hk = hk0 + hh;
             float *Qt = a->Qt + (size_t)hh * Mh * hd, *O = a->O + (size_t)hh * Mh * hd;
@@ -967,7 +1009,10 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
             for (int m0 = 0; m0 < Mh; m0 += ATT_ROWS) {
                 const int mb = whole ? Mh : (Mh - m0 < ATT_ROWS ? Mh - m0 : ATT_ROWS);
                 const int nk = whole ? count : attn_rows_keys(t, t0, G, m0, m0 + mb, pos, count, false);
-                if (nk > 0 && f16)
+                if (nk > 0 && f16 && kn && whole) {
+                    attn_f16_steps(k, false, Qt, Mh, (size_t)hd, (const char *)kh, ks, nk, hd, S, (size_t)bs,
+                                   kn + (size_t)hk * hd * 2, cn);
+                } else if (nk > 0 && f16)
                     k->attn_qk_f16(Qt + (size_t)m0 * hd, mb, (size_t)hd, kh, ks, nk, hd, S + (size_t)m0 * bs, (size_t)bs);
                 else if (nk > 0)
                     k->attn_qk(Qt + (size_t)m0 * hd, mb, (size_t)hd, kr, ks, nk, hd, S + (size_t)m0 * bs, (size_t)bs);
@@ -1006,7 +1051,10 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
             for (int m0 = 0; m0 < Mh; m0 += ATT_ROWS) {
                 const int mb = whole ? Mh : (Mh - m0 < ATT_ROWS ? Mh - m0 : ATT_ROWS);
                 const int nk = whole ? count : attn_rows_keys(t, t0, G, m0, m0 + mb, pos, count, false);
-                if (nk > 0 && f16)
+                if (nk > 0 && f16 && kn && whole) {
+                    attn_f16_steps(k, true, P, Mh, (size_t)bs, (const char *)vh, vs, nk, hd, O, (size_t)hd,
+                                   vn + (size_t)hk * hd * 2, cn);
+                } else if (nk > 0 && f16)
                     k->attn_pv_f16(P + (size_t)m0 * bs, mb, (size_t)bs, vh, vs, nk, hd, O + (size_t)m0 * hd, (size_t)hd);
                 else if (nk > 0)
                     k->attn_pv(P + (size_t)m0 * bs, mb, (size_t)bs, vr, vs, nk, hd, O + (size_t)m0 * hd, (size_t)hd);
@@ -1048,7 +1096,7 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
             for (int32_t r0 = lo - lo % ATT_RANGE; r0 <= hi; r0 += ATT_RANGE) {
                 const int32_t a0 = lo > r0 ? lo : r0, a1 = hi < r0 + ATT_RANGE - 1 ? hi : r0 + ATT_RANGE - 1;
                 attn_rows_reset(&a, M, hd);
-                attn_range(t, &a, t0, M, hk, 1, a0, a1);
+                attn_range(t, &a, t0, M, hk, 1, a0, a1, hi);
                 for (int m = 0; m < M; m++) {
                     float *o = (float *)ob_tensor_row(t->out, t0 + m / G) + (size_t)(hk * G + m % G) * hd;
                     attn_merge(c->k, hd, &a.gm[m], &a.gl[m], o, a.mx[m], a.l[m], a.O + (size_t)m * hd);
@@ -1079,7 +1127,7 @@ static void attention_fn(const ob_task_ctx *ctx, void *arg) {
         attn_rows_reset(&a, M * nkv, hd);
         if (a0 <= a1) {
             attn_rows_load(t, &a, t0, M, 0, nkv);
-            attn_range(t, &a, t0, M, 0, nkv, a0, a1);
+            attn_range(t, &a, t0, M, 0, nkv, a0, a1, a1);
         }
         for (int m = 0; m < M * nkv; m++) {
             const int hk = m / M, j = m % M;
@@ -1533,6 +1581,8 @@ int ob_backend_cpu_create_with(int n_threads, const ob_cpu_kernels *k, ob_backen
     c->pairs = !(pr && strcmp(pr, "0") == 0);
     const char *fu = getenv("OB_CPU_FUSE");
     c->fuse_on = !(fu && strcmp(fu, "0") == 0);
+    const char *ap = getenv("OB_CPU_ATT_PF");
+    c->attn_pf = !(ap && strcmp(ap, "0") == 0);
     int rc = ob_threadpool_create(n_threads, &c->pool);
     if (rc < 0) {
         ob_free(c);

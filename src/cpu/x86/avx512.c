@@ -269,16 +269,20 @@ INLINE void gemm_kq_body(const int kind, const int NT, int64_t n, const void *pa
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *B = kq_sb(kind, panel, i), *D = kq_d(kind, panel, i);
         if (NT <= 2) {
-            /* Decode: the whole next super-block (its size in bytes ahead, the lines of one),
-             * prefetched as this one starts. The hardware prefetcher alone left the stream
-             * short of lines in flight once the loop runs ahead of it (single-thread gemv from
-             * DRAM, 1bit bench --kernels on the Zen 5 box: Q4_K 22 -> 43 GB/s, Q5_K 16 -> 33,
-             * Q6_K 31-34 -> 39 (its earlier 576-byte in-loop prefetch replaced), IQ4_XS 31 ->
-             * 38-43; Q3_K had it first: 6-7 -> 25-35). Prefill (more tokens) reuses each
-             * panel from L2 and needs none. Prefetches never fault: past the last panel
-             * they are harmless. */
-            const size_t sbb = kq_body_bytes(kind) + kq_d_bytes(kind);
-            for (size_t l = 0; l < (sbb + 63) / 64; l++) _mm_prefetch((const char *)B + sbb + 64 * l, _MM_HINT_T0);
+            /* Decode: a super-block's bytes (its lines) prefetched 4 KiB ahead - at least the
+             * next super-block, whose panel bytes are 1.3-3.4 KiB - as this one starts. The
+             * hardware prefetcher alone left the stream short of lines in flight once the
+             * loop runs ahead of it (single-thread gemv from DRAM, 1bit bench --kernels on
+             * the Zen 5 box: Q4_K 22 -> 43 GB/s, Q5_K 16 -> 33, Q6_K 31-34 -> 39 (its
+             * earlier 576-byte in-loop prefetch replaced), IQ4_XS 31 -> 38-43; Q3_K had it
+             * first: 6-7 -> 25-35). 4 KiB rather than exactly the next super-block: with two
+             * threads sharing the memory, Llama-3.2-1B Q4_K_M tg64 +6% (eight alternated
+             * pairs, seven up), IQ4_XS +15-20% at 16 threads on a Xeon; 8 KiB was no better
+             * (bench/RESULTS.md, session 20). Prefill (more tokens) reuses each panel from
+             * L2 and needs none. Prefetches never fault: past the last panel they are
+             * harmless. */
+            const size_t sbb = kq_body_bytes(kind) + kq_d_bytes(kind), ahead = sbb > 4096 ? sbb : 4096;
+            for (size_t l = 0; l < (sbb + 63) / 64; l++) _mm_prefetch((const char *)B + ahead + 64 * l, _MM_HINT_T0);
         }
         const ob_act_q8K *a[8];
         __m512i isum[8];

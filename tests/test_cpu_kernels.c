@@ -903,6 +903,14 @@ TEST(attention_helpers_match_scalar) {
         float sr = ref->exp_sum(x, 1.5f, y_ref, NR), sg = k->exp_sum(x, 1.5f, y_got, NR);
         CHECK(fabsf(sg - sr) <= 1e-6f * sr);
         for (int j = 0; j < NR; j++) CHECK(fabsf(y_got[j] - y_ref[j]) <= 1e-6f * y_ref[j] + 1e-37f);
+        /* a row's maximum: exact, at every length (tails of every size), wherever the largest lies */
+        for (int n = 1; n <= NR; n++) {
+            for (int j = 0; j < n; j++) x[j] = test_rand_f32(&rng) * 8.0f - 4.0f;
+            const int jm = n * 13 / 17 % n; /* the largest's place moves over the row, tails included */
+            x[(jm + 1) % n] = -INFINITY;
+            x[jm] = 4.5f + (float)n;
+            CHECK_MSG(k->max_f32(x, n) == ref->max_f32(x, n) && ref->max_f32(x, n) == 4.5f + (float)n, "max_f32 n %d", n);
+        }
     }
 }
 

@@ -1034,8 +1034,7 @@ static void attn_range(const attn_task *t, attn_scratch *a, int32_t t0, int Mh, 
                     const float slope = ob_alibi_slope(p->n_head, hk * G + m % G, p->max_alibi_bias);
                     for (int j = j0; j < j1; j++) srow[j] += slope * (float)(pos + j - tok->pos);
                 }
-                float bmax = srow[j0];
-                for (int j = j0 + 1; j < j1; j++) bmax = srow[j] > bmax ? srow[j] : bmax;
+                const float bmax = k->max_f32(srow + j0, j1 - j0);
                 float *o = O + (size_t)m * hd;
                 if (bmax > mx[m]) {
                     /* a new maximum: rescale what was summed under the old one */

@@ -198,6 +198,8 @@ typedef struct ob_cpu_kernels {
                         float *o, size_t ldo);
     /* y[i] = exp(x[i] - m) for n values; returns their sum */
     float (*exp_sum)(const float *x, float m, float *y, int n);
+    /* the largest of n >= 1 values (a softmax row's maximum) */
+    float (*max_f32)(const float *x, int n);
 
     /* Elementwise. y[i] = silu(g[i]) * u[i] (u NULL: silu(g[i])); y may be g. */
     void (*swiglu)(const float *g, const float *u, float *y, int64_t n);

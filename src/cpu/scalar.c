@@ -315,6 +315,12 @@ static void attn_pv_f16(const float *p, int M, size_t ldp, const uint16_t *v, si
     for (int m = 0; m < M; m++) attn_accum_f16(p + (size_t)m * ldp, v, vstride, nk, d, o + (size_t)m * ldo);
 }
 
+static float max_f32(const float *x, int n) {
+    float m = x[0];
+    for (int i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 static float exp_sum(const float *x, float m, float *y, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) {
@@ -360,6 +366,7 @@ void ob_cpu_fill_scalar(ob_cpu_kernels *k) {
     k->attn_accum_f32 = attn_accum_f32;
     k->attn_accum_f16 = attn_accum_f16;
     k->exp_sum = exp_sum;
+    k->max_f32 = max_f32;
     k->attn_qk = attn_qk;
     k->attn_pv = attn_pv;
     k->attn_qk_f16 = attn_qk_f16;

@@ -2201,6 +2201,21 @@ INLINE __m256 exp256(__m256 x) {
     return _mm256_andnot_ps(under, res);
 }
 
+static float max_f32(const float *x, int n) {
+    float r = x[0];
+    int i = 0;
+    if (n >= 8) {
+        __m256 v = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8) v = _mm256_max_ps(_mm256_loadu_ps(x + i), v);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        r = _mm_cvtss_f32(h);
+    }
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
 static float exp_sum(const float *x, float m, float *y, int n) {
     __m256 s = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
     int i = 0;
@@ -2275,6 +2290,7 @@ void ob_cpu_fill_avx2(ob_cpu_kernels *k) {
     k->attn_accum_f32 = attn_accum_f32;
     k->attn_accum_f16 = attn_accum_f16;
     k->exp_sum = exp_sum;
+    k->max_f32 = max_f32;
     k->attn_qk = attn_qk;
     k->attn_pv = attn_pv;
     k->attn_qk_f16 = attn_qk_f16;

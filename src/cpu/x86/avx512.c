@@ -1076,6 +1076,56 @@ static void attn_pv_f16_512(const float *p, int M, size_t ldp, const uint16_t *v
 
 /* ====================================================================== */
 
+/* exp(x) for softmax arguments: avx2.c's exp256 on 16 lanes (the same
+ * operations per element, so each value has exp256's bits). */
+INLINE __m512 exp512(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.0f);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
+    return _mm512_maskz_mov_ps((__mmask16)~under, _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)));
+}
+
+/* The largest of n >= 1 values, 16 lanes at a time (the tail lanes repeat x[0]). */
+static float max_f32_512(const float *x, int n) {
+    __m512 v = _mm512_set1_ps(x[0]);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) v = _mm512_max_ps(_mm512_loadu_ps(x + i), v);
+    if (i < n) v = _mm512_max_ps(_mm512_mask_loadu_ps(v, (__mmask16)((1u << (n - i)) - 1), x + i), v);
+    return _mm512_reduce_max_ps(v);
+}
+
+/* y = exp(x - m) and their sum, 16 at a time (the tail under a mask). */
+static float exp_sum_512(const float *x, float m, float *y, int n) {
+    __m512 s = _mm512_setzero_ps();
+    const __m512 vm = _mm512_set1_ps(m);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        _mm512_storeu_ps(y + i, e);
+        s = _mm512_add_ps(s, e);
+    }
+    if (i < n) {
+        const __mmask16 t = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 e = _mm512_maskz_mov_ps(t, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + i), vm)));
+        _mm512_mask_storeu_ps(y + i, t, e);
+        s = _mm512_add_ps(s, e);
+    }
+    return _mm512_reduce_add_ps(s);
+}
+
 static void f16_to_f32_512(const uint16_t *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -1106,6 +1156,8 @@ void ob_cpu_fill_avx512(ob_cpu_kernels *k, const ob_cpu_features *f) {
     k->attn_qk_f16 = attn_qk_f16_512;
     k->attn_pv_f16 = attn_pv_f16_512;
     k->f16_to_f32 = f16_to_f32_512;
+    k->exp_sum = exp_sum_512;
+    k->max_f32 = max_f32_512;
 #define PACK(T, name, fmt) \
     k->mm[T].packed_act = fmt, k->mm[T].panel_bytes = bytes_##name, k->mm[T].pack = pack_##name, k->mm[T].gemm = gemm_##name
     if (vnni) {

@@ -1879,13 +1879,20 @@ TEST(op_attention_prompt_runs) {
 
 /* ---- whole models ---- */
 
+/* The folder holding stories260K/ (every caller wants it): ../shared/models, or
+ * .cudadev/models on a device machine; NULL (the tests skip) where neither has the model
+ * - an empty .cudadev/models used to turn the skips into failures and a crash. */
 static const char *models_dir(void) {
-    const char *d = test_models_dir();
-    if (d) return d;
-    static char buf[4096];
+    static char buf[4096], probe[4200];
     struct stat st;
+    const char *d = test_models_dir();
+    if (d) {
+        snprintf(probe, sizeof probe, "%s/stories260K/stories260K.gguf", d);
+        if (stat(probe, &st) == 0) return d;
+    }
     snprintf(buf, sizeof buf, "%s/.cudadev/models", source_dir());
-    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? buf : NULL;
+    snprintf(probe, sizeof probe, "%s/stories260K/stories260K.gguf", buf);
+    return stat(probe, &st) == 0 ? buf : NULL;
 }
 
 static int argmax_m(const float *v, int n, float *margin) {

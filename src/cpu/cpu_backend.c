@@ -936,8 +936,8 @@ static int attn_rows_keys(const attn_task *t, int32_t t0, int G, int m0, int m1,
  * keys' rows of the next page (this head's slice; into L2), a page ahead of
  * their use. A key's score and the order of a row's sums do not depend on
  * how the keys are cut into calls (kernels.h), so the results are the same
- * bits. Qwen3-0.6B Q4_0, 2 threads, tg32 at depth 4096: 30.1 -> 36.3 tok/s
- * (bench/RESULTS.md). OB_CPU_ATT_PF=0 turns it off. */
+ * bits. Qwen3-0.6B Q4_0, 2 threads, tg32: +20% at depth 2048, +4-20% at 4096
+ * (bench/RESULTS.md, session 20). OB_CPU_ATT_PF=0 turns it off. */
 #define ATT_PF_STEP 8
 #define ATT_PF_MAXM 16
 

@@ -2235,7 +2235,7 @@ static void run_fixture_x(const char *name, bool tcore, bool hf_all) {
         int rc = ob_convert_hf(dir, out, &o);
         CHECK_MSG(rc == 0, "%s: convert %s: %s", name, ob_type_name(types[ti]), ob_last_error());
         if (rc != 0) continue;
-        run_out c, g;
+        run_out c = {0}, g = {0};
         bool okc = run_model(out, "cpu", prompt, FX_PROMPT, FX_GEN, OB_KV_F32, &c);
         bool okg = run_model(out, "cuda", prompt, FX_PROMPT, FX_GEN, OB_KV_F32, &g);
         if (okc && okg) {
@@ -2583,7 +2583,7 @@ TEST(model_repeatable) {
     for (int i = 0; i < 100; i++) prompt[i] = (int32_t)((i * 37 + 3) % 384);
     static const ob_kv_type kvs[] = {OB_KV_F16, OB_KV_Q8_0};
     for (int k = 0; k < 2; k++) {
-        run_out a, b;
+        run_out a = {0}, b = {0};
         bool ok = run_model(out, "cuda", prompt, 100, 40, kvs[k], &a) && run_model(out, "cuda", prompt, 100, 40, kvs[k], &b);
         if (ok) {
             CHECK_MSG(memcmp(a.logits, b.logits, (size_t)100 * 384 * sizeof(float)) == 0, "KV %d: prompt logits differ "
@@ -3219,7 +3219,7 @@ TEST(model_rotated_q4_0_vs_cpu) {
         snprintf(pln, sizeof pln, "/tmp/ob_test_cuda_pln_%d.gguf", (int)getpid());
         qp.hadamard = false;
         CHECK_OK(ob_quantize_file(src, pln, ob_ftype_find("Q4_0"), &qp, NULL));
-        run_out pc, pg;
+        run_out pc = {0}, pg = {0}; /* freed whether or not the runs got to fill them */
         int u0 = 0, u1 = 0, u2 = 0;
         float *gtmp = malloc((size_t)NGEN * V * sizeof(float));
         const bool ok = run_bits(pln, "cpu", 0, prompt, NP, NGEN, &pc, &u0, gtmp) &&
@@ -3238,7 +3238,7 @@ TEST(model_rotated_q4_0_vs_cpu) {
     for (int k = 0; k < 3; k++) {
         const int bits = k == 0 ? 0 : k == 1 ? 4 : 8; /* 0: the file's default, 4 for a rotated file */
         const int want_bits = bits ? bits : 4;
-        run_out c, g;
+        run_out c = {0}, g = {0};
         int used_c = 0, used_g = 0;
         float *glc = malloc((size_t)NGEN * V * sizeof(float)), *glg = malloc((size_t)NGEN * V * sizeof(float));
         const bool ok = run_bits(rot, "cpu", bits, prompt, NP, NGEN, &c, &used_c, glc) &&
@@ -3290,7 +3290,7 @@ TEST(model_rotated_q4_0_vs_cpu) {
             CHECK_MSG(qg <= 1.25 * qc + 0.01, "%d-bit: KL from F32 on the GPU %.4f, on the CPU %.4f", want_bits, qg, qc);
             /* rotating and rounding a shared input once (rotate.cu) changes no arithmetic: the same
              * bits as every product doing both */
-            run_out u;
+            run_out u = {0};
             int used_u = 0;
             float *glu = malloc((size_t)NGEN * V * sizeof(float));
             setenv("OB_CUDA_ROT_REUSE", "0", 1);

@@ -856,6 +856,63 @@ TEST(backend_matmul_every_tier) {
     }
 }
 
+/* Packed weights are carved one after another from huge-page slabs (cpu_backend.c, pack_alloc):
+ * sixty 1.1 MB weights fill one 64 MB slab and start a second, and a 17 MB weight between them
+ * takes a slab of its own while the small ones go on carving theirs. Every weight is loaded
+ * before any is used, so a piece handed out twice or past a slab's end shows as a wrong product
+ * (each weight's rows are the base rows rotated by a different amount). */
+TEST(backend_packed_weights_in_slabs) {
+    uint64_t rng = 4242;
+    const int64_t nin = 1024, base_rows = 1024, nw = 60, big_at = 10, big_rows = 16384;
+    mm_case c;
+    CHECK(mm_case_init(&c, OB_TYPE_Q8_0, nin, base_rows, &rng) == 0);
+    ob_backend *b = NULL;
+    CHECK(ob_backend_cpu_create(2, &b) == 0);
+    float *xv = ob_malloc((size_t)nin * sizeof(float));
+    double *ref = ob_malloc((size_t)base_rows * sizeof(double));
+    void **src = ob_calloc((size_t)nw, sizeof(void *));
+    ob_tensor *w = ob_calloc((size_t)nw, sizeof(ob_tensor));
+    if (b && xv && ref && src && w) {
+        fill_act(xv, nin, &rng);
+        mm_ref(&c, xv, 1, ref);
+        int packed = 0;
+        for (int64_t i = 0; i < nw; i++) {
+            const int64_t rows = i == big_at ? big_rows : base_rows;
+            src[i] = ob_malloc(c.row_bytes * (size_t)rows);
+            CHECK(src[i] != NULL);
+            if (!src[i]) break;
+            for (int64_t r = 0; r < rows; r++)
+                memcpy((char *)src[i] + (size_t)r * c.row_bytes,
+                       (const char *)c.wq + (size_t)((r + 16 * i) % base_rows) * c.row_bytes, c.row_bytes);
+            int64_t ne[2] = {nin, rows};
+            ob_tensor_init(&w[i], OB_TYPE_Q8_0, 2, ne, NULL);
+            CHECK(b->ops->weight(b, &w[i], src[i]) == 0);
+            packed += w[i].extra != NULL;
+        }
+        /* the AVX2 and AVX-512 tiers pack Q8_0; the scalar tier has no panels */
+        if (ob_cpu_kernels_get()->tier >= OB_CPU_AVX2) CHECK_EQ_INT(packed, nw);
+        float *ov = ob_malloc((size_t)big_rows * sizeof(float));
+        for (int64_t i = 0; ov && i < nw && src[i]; i++) {
+            const int64_t rows = w[i].ne[1];
+            ob_tensor x, out;
+            ob_tensor_f32_2d(&x, nin, 1, xv);
+            ob_tensor_f32_2d(&out, rows, 1, ov);
+            CHECK(b->ops->matmul(b, &w[i], &x, NULL, &out) == 0);
+            double e = 0, r2 = 0;
+            for (int64_t r = 0; r < rows; r++) {
+                const double want = ref[(r + 16 * i) % base_rows], d = ov[r] - want;
+                e += d * d, r2 += want * want;
+            }
+            CHECK_MSG(e / r2 < 1e-3, "weight %lld (%lld rows): NMSE %.3g", (long long)i, (long long)rows, e / r2);
+        }
+        ob_free(ov);
+    }
+    ob_backend_free(b);
+    for (int64_t i = 0; src && i < nw; i++) ob_free(src[i]);
+    ob_free(src), ob_free(w), ob_free(xv), ob_free(ref);
+    mm_case_free(&c);
+}
+
 /* ---- attention helpers ---- */
 
 static float rel_err(const float *a, const float *b, int n) {

@@ -64,6 +64,13 @@ typedef struct cpu_packed {
     struct cpu_packed *next;
 } cpu_packed;
 
+/* A run of memory the packed weights are carved from (pack_alloc). */
+typedef struct cpu_slab {
+    uint8_t *base;
+    size_t size, used;
+    struct cpu_slab *next;
+} cpu_slab;
+
 typedef struct cpu_backend {
     ob_backend base;
     ob_threadpool *pool;
@@ -78,6 +85,7 @@ typedef struct cpu_backend {
     void *act;               /* converted activations of the current matmul */
     size_t act_bytes;
     cpu_packed *packed;      /* weights this backend repacked (freed with it) */
+    cpu_slab *slabs;         /* the memory of the packed weights (pack_alloc); the first is being carved */
     /* rope cos/sin table of the last positions seen (see cpu_rope) */
     float *rope_cs;          /* [rope_n][n_rot/2][2] */
     int32_t *rope_pos;       /* [rope_n] */
@@ -214,6 +222,52 @@ static int64_t mem_available(void) {
     return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
+/* Packed weights live in transparent huge pages: decode streams every byte
+ * once per token, and with 4 KiB pages a TLB miss every 4 KiB costs a good
+ * part of a core's bandwidth (the file mapping we would otherwise read is
+ * often backed by large page-cache folios). A huge page needs a whole
+ * aligned 2 MiB of one mapping, so a weight of its own allocation smaller
+ * than that (a small model's q, k, v, o: 0.3-1.2 MB) or the tail of a larger
+ * one stayed in 4 KiB pages - 0.36 of Qwen3-0.6B's 0.52 GB were in huge
+ * pages - and its products streamed at ~38 GB/s where the output product
+ * reached ~60. So weights are carved one after another, 4 KiB aligned, from
+ * slabs of PACK_SLAB bytes (a larger weight gets a slab of its own, rounded
+ * up to 2 MiB), each aligned and marked for huge pages; a slab's unused end
+ * is never touched and costs address space only. */
+#define PACK_SLAB ((size_t)64 << 20)
+
+static void *pack_alloc(cpu_backend *c, size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    cpu_slab *s = c->slabs;
+    const bool own = bytes > PACK_SLAB / 4;
+    if (own || !s || s->size - s->used < bytes) {
+        const size_t size = own ? (bytes + huge - 1) & ~(huge - 1) : PACK_SLAB;
+        cpu_slab *n = ob_calloc(1, sizeof *n);
+        if (!n) return NULL;
+        n->base = ob_malloc_aligned(size, huge);
+        if (!n->base) {
+            ob_free(n);
+            return NULL;
+        }
+#if defined(MADV_HUGEPAGE)
+        madvise(n->base, size, MADV_HUGEPAGE);
+#endif
+        n->size = size;
+        if (own && s) { /* behind the slab being carved, which keeps its room */
+            n->next = s->next;
+            s->next = n;
+        } else {
+            n->next = s;
+            c->slabs = n;
+        }
+        s = n;
+    }
+    void *p = s->base + s->used;
+    s->used += bytes;
+    return p;
+}
+
 /* Repack a 2-D weight into panels when this tier has a packer for its type
  * and its rows come in 16s; otherwise, or when memory is short (the copy
  * would leave less than 2 GiB available: the mapping it duplicates must stay
@@ -236,10 +290,7 @@ static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
     p->type = t->type;
     p->n_panels = t->ne[1] / OB_PANEL;
     p->panel_stride = (pb + 63) & ~(size_t)63;
-    /* 2 MiB aligned and marked for transparent huge pages: decode streams
-     * every byte once per token, and with 4 KiB pages a TLB miss every 4 KiB
-     * costs a good part of a core's bandwidth (the file mapping we would
-     * otherwise read is often backed by large page-cache folios). */
+    /* in huge pages (pack_alloc) */
     const size_t bytes = ob_mul_size(p->panel_stride, (size_t)p->n_panels);
     const int64_t avail = mem_available();
     if (avail >= 0 && (int64_t)bytes + ((int64_t)2 << 30) > avail) {
@@ -251,10 +302,7 @@ static int cpu_weight(ob_backend *b, ob_tensor *t, const void *host) {
         ob_free(p);
         return 0;
     }
-    p->data = ob_malloc_aligned(bytes, (size_t)2 << 20);
-#if defined(MADV_HUGEPAGE)
-    if (p->data) madvise(p->data, (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
-#endif
+    p->data = pack_alloc(c, bytes);
     if (!p->data) {
         ob_free(p);
         return ob_err(OB_ERR_OOM, "packed weight '%s' (%zu bytes)", t->name ? t->name : "?",
@@ -1535,8 +1583,13 @@ static void cpu_free(ob_backend *b) {
     while (c->packed) {
         cpu_packed *p = c->packed;
         c->packed = p->next;
-        ob_free_aligned(p->data);
         ob_free(p);
+    }
+    while (c->slabs) {
+        cpu_slab *s = c->slabs;
+        c->slabs = s->next;
+        ob_free_aligned(s->base);
+        ob_free(s);
     }
     ob_free(c);
 }

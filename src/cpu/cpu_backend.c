@@ -228,11 +228,12 @@ static int64_t mem_available(void) {
  * often backed by large page-cache folios). A huge page needs a whole
  * aligned 2 MiB of one mapping, so a weight of its own allocation smaller
  * than that (a small model's q, k, v, o: 0.3-1.2 MB) or the tail of a larger
- * one stayed in 4 KiB pages - 0.36 of Qwen3-0.6B's 0.52 GB were in huge
- * pages - and its products streamed at ~38 GB/s where the output product
- * reached ~60. So weights are carved one after another, 4 KiB aligned, from
- * slabs of PACK_SLAB bytes (a larger weight gets a slab of its own, rounded
- * up to 2 MiB), each aligned and marked for huge pages; a slab's unused end
+ * one stayed in 4 KiB pages - about 100 MB of Qwen3-0.6B Q4_0's ~340 MB of
+ * packed weights - and its products streamed at ~38 GB/s where the output
+ * product reached ~60. So weights are carved one after another, 4 KiB
+ * aligned, from slabs of PACK_SLAB bytes (a weight over PACK_SLAB / 4 gets a
+ * slab of its own, rounded up to 2 MiB), each aligned and marked for huge
+ * pages; a slab's unused end
  * is never touched and costs address space only. */
 #define PACK_SLAB ((size_t)64 << 20)
 
